@@ -1,0 +1,42 @@
+/* Turning logits into the next token: greedy, temperature, top_k, top_p,
+ * min_p, penalties over a window, logit_bias, seeded RNG. */
+#ifndef HEARTH_SAMPLER_H
+#define HEARTH_SAMPLER_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+typedef struct { int32_t id; float bias; } logit_bias_entry;
+
+typedef struct sampler_params {
+    float temperature;        /* <= 0: greedy */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repeat_penalty;     /* 1: off (llama.cpp semantics) */
+    float presence_penalty;   /* 0: off (OpenAI semantics) */
+    float frequency_penalty;  /* 0: off */
+    int penalty_last_n;       /* window; 0 off, -1 whole history */
+    uint64_t seed;
+    int n_logit_bias;
+    const logit_bias_entry *logit_bias;  /* copied by sampler_new; -INFINITY bans */
+} sampler_params;
+
+void sampler_params_default(sampler_params *p);
+
+typedef struct sampler sampler;
+sampler *sampler_new(const sampler_params *p, int n_vocab);
+void sampler_free(sampler *s);
+/* Record a token in the penalty history (prompt tokens too, as llama.cpp does). */
+void sampler_accept(sampler *s, int32_t token);
+void sampler_reset(sampler *s);
+/* Pick the next token. logits (n_vocab) may be modified. */
+int32_t sampler_sample(sampler *s, float *logits);
+
+/* Log-probabilities under the model's own distribution (softmax of raw
+ * logits): the chosen token's and the top n. */
+typedef struct { int32_t id; float logprob; } token_logprob;
+float logprob_of(const float *logits, int n_vocab, int32_t id);
+void logprob_top(const float *logits, int n_vocab, int n, token_logprob *out);
+
+#endif

@@ -1,0 +1,59 @@
+/* The kernel boundary: everything the engine asks of the CPU for one
+ * forward step. The engine never sees which path (scalar, AVX2, AVX-512,
+ * NEON, ...) runs; kernels_select() picks one from a hardware probe or
+ * from HEARTH_KERNELS. */
+#ifndef HEARTH_KERNELS_H
+#define HEARTH_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "formats.h"
+
+struct hpool;
+
+/* A weight matrix: n_out rows of n_in elements in GGUF's row-major layout.
+ * `data` points into the mapped file (or a repacked copy, see `packed`). */
+typedef struct hweight {
+    int type;
+    int64_t n_in, n_out;
+    const uint8_t *data;
+    size_t row_bytes;
+    void *packed;        /* path-specific layout made at load, or NULL */
+    int packed_path;     /* id of the path that made `packed` */
+} hweight;
+
+/* Scratch the matmul needs for quantized activations; sized once at load
+ * for the largest step so no step allocates. */
+typedef struct kern_scratch {
+    void *buf;
+    size_t size;
+} kern_scratch;
+
+size_t kern_scratch_bytes(int64_t max_rows, int64_t max_n_in);
+
+/* y[m * n_out + n] = sum_k W[n][k] * x[m * n_in + k] for m < M.
+ * A row's result is bit-identical for any M (batch invariance). */
+void kern_matmul(const hweight *w, int M, const float *x, float *y,
+                 kern_scratch *scratch, struct hpool *pool);
+
+/* Dequantize row `row` of a weight (embedding lookup). */
+void kern_get_row(const hweight *w, int64_t row, float *out);
+
+/* Repack a weight into the selected path's layout (may be a no-op).
+ * Returns 0 or -1 on allocation failure. */
+int kern_prepare_weight(hweight *w);
+void kern_release_weight(hweight *w);
+
+/* Path selection. */
+typedef enum { KPATH_SCALAR = 0, KPATH_AVX2, KPATH_AVX512, KPATH_NEON, KPATH_COUNT } kern_path_id;
+/* Probe the CPU (honouring HEARTH_KERNELS); returns the selected path. */
+kern_path_id kernels_select(void);
+/* Force a path (tests, bench). Returns false if this CPU or build cannot run it. */
+bool kernels_force(kern_path_id p);
+kern_path_id kernels_current(void);
+const char *kernels_path_name(kern_path_id p);
+bool kernels_path_available(kern_path_id p);
+kern_path_id kernels_path_from_name(const char *name); /* KPATH_COUNT if unknown */
+
+#endif

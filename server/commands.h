@@ -1,0 +1,11 @@
+/* The subcommands of the hearth binary; main.c dispatches to them. */
+#ifndef HEARTH_COMMANDS_H
+#define HEARTH_COMMANDS_H
+
+int cmd_run(int argc, char **argv);      /* cli_run.c */
+int cmd_info(int argc, char **argv);     /* cli_info.c */
+int cmd_bench(int argc, char **argv);    /* cli_bench.c */
+int cmd_mkmodel(int argc, char **argv);  /* cli_mkmodel.c */
+int cmd_serve(int argc, char **argv);    /* serve.c */
+
+#endif
