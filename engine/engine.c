@@ -1,1 +1,633 @@
-/* placeholder: being written */
+/* The fixed-slot batch engine (see engine.h).
+ *
+ * One thread owns the model, the KV cache and the slots. Each step it
+ * (1) ends cancelled jobs and admits queued ones into free slots,
+ * (2) packs one batch: a token for every generating slot, then prompt
+ *     chunks of prefilling slots, oldest first, up to the token budget,
+ * (3) runs the plan once over the batch, and
+ * (4) samples each slot that asked for logits and sends its events.
+ * The lock guards only the queue, the cancel flags and the published slot
+ * table; compute and callbacks run without it. */
+#include "engine.h"
+#include "forward.h"
+#include "pool.h"
+#include "stop_text.h"
+#include "tokenizer.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void engine_config_default(engine_config *c) {
+    memset(c, 0, sizeof *c);
+    c->n_slots = 4;
+    c->n_ctx = 4096;
+    c->n_batch = 512;
+    c->n_threads = pool_default_threads();
+    c->queue_max = 64;
+    c->prompt_cache_bytes = 4ull << 30;
+}
+
+void job_params_default(job_params *p) {
+    memset(p, 0, sizeof *p);
+    sampler_params_default(&p->sampling);
+    p->max_tokens = -1;
+    p->id_slot = -1;
+    p->cache_prompt = true;
+}
+
+const char *finish_reason_name(finish_reason f) {
+    switch (f) {
+    case FINISH_STOP: return "stop";
+    case FINISH_LENGTH: return "length";
+    case FINISH_CANCELLED: return "cancelled";
+    case FINISH_TIMEOUT: return "length";   /* t_max_predict_ms: reported like a length cut */
+    case FINISH_SHUTDOWN: return "shutdown";
+    case FINISH_ERROR: return "error";
+    default: return "none";
+    }
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+typedef struct job {
+    uint64_t id;
+    int32_t *prompt;
+    int n_prompt;
+    job_params params;
+    char *stop_copy[ENGINE_MAX_STOP];
+    job_event_fn fn;
+    void *user;
+    atomic_bool cancelled;
+    struct job *next;         /* queue link */
+} job;
+
+typedef enum { SLOT_FREE, SLOT_PREFILL, SLOT_GENERATE } slot_state;
+
+typedef struct slot {
+    int id;
+    slot_state state;
+    job *job;
+    int32_t *tokens;          /* the tokens whose KV is resident, n_past of them */
+    int n_past;
+    int n_prefilled;          /* prompt tokens evaluated (or reused) so far */
+    int n_cached;
+    int n_generated;
+    int32_t next_token;       /* sampled, to be fed next step */
+    sampler *smp;
+    detok_stream detok;
+    stop_text stop;
+    uint64_t last_used;       /* step of last use, for LRU */
+    uint64_t admitted;        /* admission order: oldest prefill first */
+    double t_start, t_first;
+} slot;
+
+struct engine {
+    const model *m;
+    engine_config cfg;
+    kv_cache kv;
+    fwd_arena *arena;
+    hpool *pool;
+    float *logits;            /* one row per slot at most */
+    float *work;              /* sampler's copy of a row */
+    slot *slots;
+    /* batch buffers */
+    int32_t *b_tok, *b_pos, *b_slot;
+    uint8_t *b_want;
+    int *b_row_slot;          /* which slot each logits row belongs to */
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job *queue_head, *queue_tail;
+    int queue_len;
+    bool stopping;
+    uint64_t next_job_id;
+    uint64_t step, admissions;
+    slot_info *published;     /* the slot table as of the last step */
+    engine_stats stats;
+};
+
+/* ---- events --------------------------------------------------------------- */
+static void emit(job *j, job_event *ev) {
+    ev->job_id = j->id;
+    j->fn(j->user, ev);
+}
+
+static void job_free(job *j) {
+    if (!j) return;
+    free((void *)j->params.sampling.logit_bias);
+    free(j->prompt);
+    for (int i = 0; i < ENGINE_MAX_STOP; i++) free(j->stop_copy[i]);
+    free(j);
+}
+
+static void finish_unstarted(job *j, finish_reason why) {
+    job_event ev = { .type = JOB_EV_DONE, .slot = -1, .finish = why, .n_prompt = j->n_prompt, .text = "" };
+    emit(j, &ev);
+    job_free(j);
+}
+
+/* ---- slots ------------------------------------------------------------------ */
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+/* The free slot with the longest common prefix with the prompt, else the
+ * least recently used free slot. -1 if none is free (or the pinned one is busy). */
+static int choose_slot(engine *e, const job *j) {
+    if (j->params.id_slot >= 0)
+        return e->slots[j->params.id_slot].state == SLOT_FREE ? j->params.id_slot : -1;
+    int best = -1, best_prefix = -1;
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state != SLOT_FREE) continue;
+        int p = j->params.cache_prompt ? common_prefix(sl->tokens, sl->n_past, j->prompt, j->n_prompt) : 0;
+        if (p > best_prefix || (p == best_prefix && sl->last_used < e->slots[best].last_used)) {
+            best = s;
+            best_prefix = p;
+        }
+    }
+    return best;
+}
+
+/* sl->job is written under the lock: engine_cancel reads it from other threads. */
+static void slot_set_job(engine *e, slot *sl, job *j) {
+    pthread_mutex_lock(&e->mu);
+    sl->job = j;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void slot_release(engine *e, slot *sl) {
+    job *j = sl->job;
+    sampler_free(sl->smp);
+    sl->smp = NULL;
+    stop_text_free(&sl->stop);
+    slot_set_job(e, sl, NULL);
+    job_free(j);
+    sl->state = SLOT_FREE;
+    sl->last_used = e->step;
+}
+
+static void slot_finish(engine *e, slot *sl, finish_reason why, int stop_index) {
+    job *j = sl->job;
+    char tail[64];
+    size_t n_tail = detok_flush(&sl->detok, tail, sizeof tail);
+    const char *out = "";
+    size_t out_len = 0;
+    if (why != FINISH_STOP || stop_index < 0) {
+        if (n_tail) stop_text_push(&sl->stop, tail, n_tail, &out, &out_len);
+        const char *rest;
+        size_t n_rest;
+        stop_text_flush(&sl->stop, &rest, &n_rest);
+        /* push returned the released part; the flush is what was held */
+        char *joined = malloc(out_len + n_rest + 1);
+        if (joined) {
+            memcpy(joined, out, out_len);
+            memcpy(joined + out_len, rest, n_rest);
+            joined[out_len + n_rest] = 0;
+        }
+        job_event ev = { .type = JOB_EV_DONE, .slot = sl->id, .finish = why,
+                         .text = joined ? joined : "", .text_len = joined ? out_len + n_rest : 0 };
+        ev.n_prompt = j->n_prompt; ev.n_cached = sl->n_cached; ev.n_generated = sl->n_generated;
+        double t = now_ms();
+        ev.t_prompt_ms = (sl->t_first ? sl->t_first : t) - sl->t_start;
+        ev.t_gen_ms = sl->t_first ? t - sl->t_first : 0;
+        emit(j, &ev);
+        free(joined);
+    } else {
+        job_event ev = { .type = JOB_EV_DONE, .slot = sl->id, .finish = why, .text = "",
+                         .stop_word = sl->stop.stops[stop_index] };
+        ev.n_prompt = j->n_prompt; ev.n_cached = sl->n_cached; ev.n_generated = sl->n_generated;
+        double t = now_ms();
+        ev.t_prompt_ms = (sl->t_first ? sl->t_first : t) - sl->t_start;
+        ev.t_gen_ms = sl->t_first ? t - sl->t_first : 0;
+        emit(j, &ev);
+    }
+    slot_release(e, sl);
+}
+
+/* Set up the job already claimed by a slot: reuse the resident prefix, set up sampling. */
+static int slot_admit(engine *e, slot *sl) {
+    job *j = sl->job;
+    int reuse = j->params.cache_prompt ? common_prefix(sl->tokens, sl->n_past, j->prompt, j->n_prompt) : 0;
+    if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;   /* the last prompt token gives the logits */
+    sl->smp = sampler_new(&j->params.sampling, e->m->p.n_vocab);
+    const char *stops[ENGINE_MAX_STOP];
+    for (int i = 0; i < j->params.n_stop; i++) stops[i] = j->stop_copy[i];
+    if (!sl->smp || stop_text_init(&sl->stop, stops, j->params.n_stop)) {
+        sampler_free(sl->smp);
+        sl->smp = NULL;
+        return -1;
+    }
+    for (int i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
+    detok_init(&sl->detok, e->m->tok, false);
+    sl->detok.at_start = false;   /* generated text continues the prompt */
+    sl->state = SLOT_PREFILL;
+    sl->n_past = reuse;
+    sl->n_prefilled = reuse;
+    sl->n_cached = reuse;
+    sl->n_generated = 0;
+    sl->t_start = now_ms();
+    sl->t_first = 0;
+    sl->admitted = e->admissions++;
+    memcpy(sl->tokens, j->prompt, sizeof(int32_t) * (size_t)j->n_prompt);
+    return 0;
+}
+
+/* ---- the step ------------------------------------------------------------- */
+/* End cancelled jobs, admit queued ones. Callbacks run after the lock is dropped. */
+static void schedule(engine *e) {
+    job *dropped = NULL;
+    pthread_mutex_lock(&e->mu);
+    /* cancelled jobs still in the queue */
+    for (job **pp = &e->queue_head; *pp;) {
+        job *j = *pp;
+        if (atomic_load(&j->cancelled) || e->stopping) {
+            *pp = j->next;
+            e->queue_len--;
+            j->next = dropped;
+            dropped = j;
+        } else {
+            pp = &j->next;
+        }
+    }
+    e->queue_tail = NULL;
+    for (job *j = e->queue_head; j; j = j->next) e->queue_tail = j;
+    pthread_mutex_unlock(&e->mu);
+    while (dropped) {
+        job *j = dropped;
+        dropped = j->next;
+        finish_unstarted(j, e->stopping ? FINISH_SHUTDOWN : FINISH_CANCELLED);
+    }
+
+    /* cancelled or shut-down jobs in slots */
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state == SLOT_FREE) continue;
+        if (e->stopping) slot_finish(e, sl, FINISH_SHUTDOWN, -1);
+        else if (atomic_load(&sl->job->cancelled)) slot_finish(e, sl, FINISH_CANCELLED, -1);
+    }
+    if (e->stopping) return;
+
+    /* admit in arrival order; a job pinned to a busy slot waits without blocking others */
+    pthread_mutex_lock(&e->mu);
+    for (job **pp = &e->queue_head; *pp;) {
+        job *j = *pp;
+        int s = choose_slot(e, j);
+        if (s < 0) { pp = &j->next; continue; }
+        *pp = j->next;
+        e->queue_len--;
+        /* claim the slot now so the next job picks another one */
+        e->slots[s].state = SLOT_PREFILL;
+        e->slots[s].job = j;
+        j->next = NULL;
+    }
+    e->queue_tail = NULL;
+    for (job *j = e->queue_head; j; j = j->next) e->queue_tail = j;
+    pthread_mutex_unlock(&e->mu);
+
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state != SLOT_PREFILL || sl->smp) continue;   /* newly claimed */
+        job *j = sl->job;
+        if (slot_admit(e, sl)) {
+            sl->state = SLOT_FREE;
+            slot_set_job(e, sl, NULL);
+            finish_unstarted(j, FINISH_ERROR);
+            continue;
+        }
+        job_event ev = { .type = JOB_EV_STARTED, .slot = sl->id, .n_prompt = j->n_prompt,
+                         .n_cached = sl->n_cached, .text = "" };
+        emit(j, &ev);
+    }
+}
+
+/* Pack the batch: generating slots first, then prompt chunks, oldest first. */
+static int pack_batch(engine *e, int *n_rows) {
+    int n = 0, rows = 0, budget = e->cfg.n_batch;
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state != SLOT_GENERATE) continue;
+        e->b_tok[n] = sl->next_token;
+        e->b_pos[n] = sl->n_past;
+        e->b_slot[n] = s;
+        e->b_want[n] = 1;
+        e->b_row_slot[rows++] = s;
+        n++;
+    }
+    budget -= n;
+    for (;;) {   /* oldest prefilling slot first */
+        slot *old = NULL;
+        for (int s = 0; s < e->cfg.n_slots; s++) {
+            slot *sl = &e->slots[s];
+            bool packed = false;
+            for (int i = 0; i < n && !packed; i++) packed = e->b_slot[i] == s;
+            if (sl->state == SLOT_PREFILL && !packed && (!old || sl->admitted < old->admitted)) old = sl;
+        }
+        if (!old || budget <= 0) break;
+        int left = old->job->n_prompt - old->n_prefilled;
+        int chunk = left < budget ? left : budget;
+        for (int i = 0; i < chunk; i++) {
+            int p = old->n_prefilled + i;
+            e->b_tok[n] = old->job->prompt[p];
+            e->b_pos[n] = p;
+            e->b_slot[n] = old->id;
+            e->b_want[n] = p == old->job->n_prompt - 1;
+            if (e->b_want[n]) e->b_row_slot[rows++] = old->id;
+            n++;
+        }
+        budget -= chunk;
+    }
+    *n_rows = rows;
+    return n;
+}
+
+/* Sample the next token for a slot from its logits row and send it. */
+static void slot_sample(engine *e, slot *sl, const float *row) {
+    job *j = sl->job;
+    int n_vocab = e->m->p.n_vocab;
+    memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
+    int32_t tok = sampler_sample(sl->smp, e->work);
+    double t = now_ms();
+    if (!sl->t_first) sl->t_first = t;
+    sl->n_generated++;
+    sampler_accept(sl->smp, tok);
+
+    job_event ev = { .type = JOB_EV_TOKEN, .slot = sl->id, .token = tok, .text = "" };
+    if (j->params.logprobs || j->params.n_top_logprobs > 0) {
+        ev.logprob = logprob_of(row, n_vocab, tok);
+        ev.n_top = j->params.n_top_logprobs;
+        if (ev.n_top > ENGINE_MAX_TOP_LOGPROBS) ev.n_top = ENGINE_MAX_TOP_LOGPROBS;
+        if (ev.n_top > 0) logprob_top(row, n_vocab, ev.n_top, ev.top);
+    }
+    bool eog = !j->params.ignore_eos && tokenizer_is_eog(e->m->tok, tok);
+    int stop_hit = -1;
+    if (!eog) {
+        char piece[256];
+        size_t n = detok_push(&sl->detok, tok, piece, sizeof piece);
+        stop_hit = stop_text_push(&sl->stop, piece, n, &ev.text, &ev.text_len);
+    }
+    ev.n_prompt = j->n_prompt; ev.n_cached = sl->n_cached; ev.n_generated = sl->n_generated;
+    emit(j, &ev);
+
+    sl->tokens[sl->n_past] = tok;   /* resident once fed; kept here for prefix reuse */
+    sl->next_token = tok;
+    sl->state = SLOT_GENERATE;
+    if (eog || stop_hit >= 0) slot_finish(e, sl, FINISH_STOP, stop_hit);
+    else if (j->params.max_tokens >= 0 && sl->n_generated >= j->params.max_tokens) slot_finish(e, sl, FINISH_LENGTH, -1);
+    else if (sl->n_past + 1 >= e->cfg.n_ctx) slot_finish(e, sl, FINISH_LENGTH, -1);
+    else if (j->params.t_max_predict_ms > 0 && t - sl->t_first > j->params.t_max_predict_ms)
+        slot_finish(e, sl, FINISH_TIMEOUT, -1);
+}
+
+static void publish(engine *e) {
+    pthread_mutex_lock(&e->mu);
+    int busy = 0;
+    uint64_t cells = 0;
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        slot_info *si = &e->published[s];
+        si->id = s;
+        si->busy = sl->state != SLOT_FREE;
+        si->prefilling = sl->state == SLOT_PREFILL;
+        si->job_id = sl->job ? sl->job->id : 0;
+        si->n_ctx = e->cfg.n_ctx;
+        si->n_past = sl->n_past;
+        si->n_prompt = sl->job ? sl->job->n_prompt : 0;
+        si->n_generated = sl->n_generated;
+        busy += si->busy;
+        cells += (uint64_t)sl->n_past;
+    }
+    e->stats.slots_busy = busy;
+    e->stats.queue_depth = e->queue_len;
+    e->stats.kv_cells_used = cells;
+    e->stats.steps = e->step;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static bool any_active(const engine *e) {
+    for (int s = 0; s < e->cfg.n_slots; s++) if (e->slots[s].state != SLOT_FREE) return true;
+    return false;
+}
+
+static void *engine_main(void *arg) {
+    engine *e = arg;
+    for (;;) {
+        schedule(e);
+        publish(e);
+        if (!any_active(e)) {
+            pthread_mutex_lock(&e->mu);
+            while (!e->stopping && !e->queue_head) pthread_cond_wait(&e->cv, &e->mu);
+            bool stop = e->stopping && !e->queue_head;
+            pthread_mutex_unlock(&e->mu);
+            if (stop) break;
+            continue;
+        }
+        int n_rows;
+        int n = pack_batch(e, &n_rows);
+        fwd_batch b = { n, e->b_tok, e->b_pos, e->b_slot, e->b_want };
+        if (forward(e->m, &e->kv, e->arena, &b, e->logits, e->pool)) {
+            for (int s = 0; s < e->cfg.n_slots; s++)
+                if (e->slots[s].state != SLOT_FREE) slot_finish(e, &e->slots[s], FINISH_ERROR, -1);
+            continue;
+        }
+        e->step++;
+        uint64_t prompt_tokens = 0, generated = 0;
+        /* advance positions */
+        for (int i = 0; i < n; i++) {
+            slot *sl = &e->slots[e->b_slot[i]];
+            if (sl->state == SLOT_PREFILL) { sl->n_prefilled++; prompt_tokens++; }
+            else generated++;
+            sl->n_past++;
+        }
+        for (int r = 0; r < n_rows; r++) {
+            slot *sl = &e->slots[e->b_row_slot[r]];
+            if (sl->state == SLOT_FREE) continue;
+            slot_sample(e, sl, e->logits + (size_t)r * e->m->p.n_vocab);
+        }
+        pthread_mutex_lock(&e->mu);
+        e->stats.prompt_tokens += prompt_tokens;
+        e->stats.generated_tokens += generated;
+        pthread_mutex_unlock(&e->mu);
+    }
+    publish(e);
+    return NULL;
+}
+
+/* ---- public API ------------------------------------------------------------ */
+engine *engine_create(const model *m, const engine_config *c, char *err, size_t errlen) {
+    engine *e = calloc(1, sizeof *e);
+    if (!e) { snprintf(err, errlen, "out of memory"); return NULL; }
+    e->m = m;
+    e->cfg = *c;
+    if (e->cfg.n_slots < 1 || e->cfg.n_slots > 256 || e->cfg.n_ctx < 8 || e->cfg.n_batch < 1 || e->cfg.queue_max < 0) {
+        snprintf(err, errlen, "bad engine configuration (slots 1..256, ctx >= 8, batch >= 1)");
+        free(e);
+        return NULL;
+    }
+    if (e->cfg.n_batch < e->cfg.n_slots) e->cfg.n_batch = e->cfg.n_slots;   /* room for one token per slot */
+    if (e->cfg.n_threads < 1) e->cfg.n_threads = 1;
+    int S = e->cfg.n_slots, B = e->cfg.n_batch, V = m->p.n_vocab;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->pool = pool_create(e->cfg.n_threads);
+    if (kv_cache_init(&e->kv, m, S, e->cfg.n_ctx)) {
+        snprintf(err, errlen, "cannot allocate the KV cache (%d slots x %d tokens)", S, e->cfg.n_ctx);
+        goto fail;
+    }
+    e->arena = fwd_arena_new(m, B, e->cfg.n_ctx, e->cfg.n_threads);
+    e->logits = malloc(sizeof(float) * (size_t)S * V);
+    e->work = malloc(sizeof(float) * (size_t)V);
+    e->slots = calloc((size_t)S, sizeof *e->slots);
+    e->published = calloc((size_t)S, sizeof *e->published);
+    e->b_tok = malloc(sizeof(int32_t) * (size_t)B);
+    e->b_pos = malloc(sizeof(int32_t) * (size_t)B);
+    e->b_slot = malloc(sizeof(int32_t) * (size_t)B);
+    e->b_want = malloc((size_t)B);
+    e->b_row_slot = malloc(sizeof(int) * (size_t)B);
+    if (!e->pool || !e->arena || !e->logits || !e->work || !e->slots || !e->published || !e->b_tok ||
+        !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (int s = 0; s < S; s++) {
+        e->slots[s].id = s;
+        e->slots[s].tokens = malloc(sizeof(int32_t) * (size_t)e->cfg.n_ctx);
+        if (!e->slots[s].tokens) { snprintf(err, errlen, "out of memory"); goto fail; }
+    }
+    e->stats.n_slots = S;
+    e->stats.kv_cells_total = (uint64_t)S * e->cfg.n_ctx;
+    e->stats.kv_bytes = kv_cache_bytes(&e->kv);
+    e->next_job_id = 1;
+    publish(e);
+    if (pthread_create(&e->thread, NULL, engine_main, e)) {
+        snprintf(err, errlen, "cannot start the engine thread");
+        goto fail;
+    }
+    return e;
+fail:
+    e->thread = 0;
+    kv_cache_free(&e->kv);
+    fwd_arena_free(e->arena);
+    pool_destroy(e->pool);
+    if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens);
+    free(e->slots); free(e->published); free(e->logits); free(e->work);
+    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+    return NULL;
+}
+
+void engine_destroy(engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    /* anything submitted after the thread's last look */
+    schedule(e);
+    kv_cache_free(&e->kv);
+    fwd_arena_free(e->arena);
+    pool_destroy(e->pool);
+    for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens);
+    free(e->slots); free(e->published); free(e->logits); free(e->work);
+    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e);
+}
+
+int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_params *p,
+                  job_event_fn fn, void *user, uint64_t *job_id) {
+    if (n_prompt <= 0 || n_prompt >= e->cfg.n_ctx) return ENGINE_PROMPT_TOO_LONG;
+    if (p->id_slot >= e->cfg.n_slots || p->id_slot < -1) return ENGINE_BAD_SLOT;
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->m->p.n_vocab) return ENGINE_PROMPT_TOO_LONG;
+    job *j = calloc(1, sizeof *j);
+    if (!j) return ENGINE_NOMEM;
+    j->prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    if (!j->prompt) { free(j); return ENGINE_NOMEM; }
+    memcpy(j->prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    j->n_prompt = n_prompt;
+    j->params = *p;
+    if (j->params.n_stop > ENGINE_MAX_STOP) j->params.n_stop = ENGINE_MAX_STOP;
+    for (int i = 0; i < j->params.n_stop; i++) {
+        j->stop_copy[i] = strdup(p->stop[i] ? p->stop[i] : "");
+        if (!j->stop_copy[i]) { job_free(j); return ENGINE_NOMEM; }
+        j->params.stop[i] = j->stop_copy[i];
+    }
+    j->params.sampling.logit_bias = NULL;   /* copied below by value: the sampler copies at admission */
+    j->params.sampling.n_logit_bias = 0;
+    if (p->sampling.n_logit_bias > 0 && p->sampling.logit_bias) {
+        logit_bias_entry *lb = malloc(sizeof *lb * (size_t)p->sampling.n_logit_bias);
+        if (!lb) { job_free(j); return ENGINE_NOMEM; }
+        memcpy(lb, p->sampling.logit_bias, sizeof *lb * (size_t)p->sampling.n_logit_bias);
+        j->params.sampling.logit_bias = lb;
+        j->params.sampling.n_logit_bias = p->sampling.n_logit_bias;
+    }
+    j->fn = fn;
+    j->user = user;
+    atomic_init(&j->cancelled, false);
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->mu);
+        job_free(j);
+        return ENGINE_STOPPED;
+    }
+    if (e->queue_len >= e->cfg.queue_max) {
+        pthread_mutex_unlock(&e->mu);
+        job_free(j);
+        return ENGINE_QUEUE_FULL;
+    }
+    j->id = e->next_job_id++;
+    if (e->queue_tail) e->queue_tail->next = j; else e->queue_head = j;
+    e->queue_tail = j;
+    e->queue_len++;
+    e->stats.queue_depth = e->queue_len;
+    if (job_id) *job_id = j->id;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return ENGINE_OK;
+}
+
+void engine_cancel(engine *e, uint64_t job_id) {
+    pthread_mutex_lock(&e->mu);
+    for (job *j = e->queue_head; j; j = j->next)
+        if (j->id == job_id) atomic_store(&j->cancelled, true);
+    /* jobs in slots (sl->job only changes under the lock) */
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        job *j = e->slots[s].job;
+        if (j && j->id == job_id) atomic_store(&j->cancelled, true);
+    }
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int engine_slots(engine *e, slot_info *out, int max) {
+    pthread_mutex_lock(&e->mu);
+    int n = e->cfg.n_slots < max ? e->cfg.n_slots : max;
+    memcpy(out, e->published, sizeof *out * (size_t)n);
+    pthread_mutex_unlock(&e->mu);
+    return e->cfg.n_slots;
+}
+
+void engine_get_stats(engine *e, engine_stats *out) {
+    pthread_mutex_lock(&e->mu);
+    *out = e->stats;
+    out->queue_depth = e->queue_len;
+    pthread_mutex_unlock(&e->mu);
+}
+
+const model *engine_model(const engine *e) { return e->m; }
+int engine_n_ctx(const engine *e) { return e->cfg.n_ctx; }

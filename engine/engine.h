@@ -72,7 +72,7 @@ typedef struct job_event {
     /* STARTED (admitted to a slot, prefill begins) and DONE: */
     int n_prompt, n_cached, n_generated;
     double t_prompt_ms, t_gen_ms;
-    finish_reason finish;     /* DONE */
+    finish_reason finish;     /* DONE; its text (if any) is the tail released at the end */
     const char *stop_word;    /* DONE with a stop string: which one */
 } job_event;
 

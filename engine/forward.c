@@ -1,1 +1,175 @@
-/* placeholder: being written */
+/* The CPU executor of the plan. One pass over a batch of tokens from any
+ * slots, read top to bottom like llama2.c's forward(): every architecture
+ * is the same sequence of steps, switched by the plan's parameters. */
+#include "forward.h"
+#include "pool.h"
+#include "../kernels/ops.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fwd_arena {
+    int max_batch, n_ctx, max_threads;
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
+    float *scores;            /* [max_threads][n_ctx] */
+    kern_scratch scratch;
+};
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threads) {
+    const model_params *p = &m->p;
+    fwd_arena *a = calloc(1, sizeof *a);
+    if (!a) return NULL;
+    a->max_batch = max_batch;
+    a->n_ctx = n_ctx;
+    a->max_threads = max_threads < 1 ? 1 : max_threads;
+    size_t B = (size_t)max_batch;
+    int q_dim = p->n_head * p->head_dim, kv_dim = p->n_head_kv * p->head_dim;
+    int wide = imax(p->n_embd, q_dim);
+    a->x = malloc(B * p->n_embd * sizeof(float));
+    a->xb = malloc(B * wide * sizeof(float));
+    a->q = malloc(B * q_dim * sizeof(float));
+    a->k = malloc(B * kv_dim * sizeof(float));
+    a->v = malloc(B * kv_dim * sizeof(float));
+    a->att = malloc(B * q_dim * sizeof(float));
+    a->hb = malloc(B * p->n_ff * sizeof(float));
+    a->hb2 = malloc(B * imax(p->n_ff, wide) * sizeof(float));
+    a->xo = malloc(B * p->n_embd * sizeof(float));
+    a->scores = malloc((size_t)a->max_threads * n_ctx * sizeof(float));
+    a->scratch.size = kern_scratch_bytes(max_batch, imax(imax(p->n_embd, p->n_ff), q_dim));
+    a->scratch.buf = malloc(a->scratch.size ? a->scratch.size : 1);
+    if (!a->x || !a->xb || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->hb2 ||
+        !a->xo || !a->scores || !a->scratch.buf) {
+        fwd_arena_free(a);
+        return NULL;
+    }
+    return a;
+}
+
+void fwd_arena_free(fwd_arena *a) {
+    if (!a) return;
+    free(a->x); free(a->xb); free(a->q); free(a->k); free(a->v); free(a->att);
+    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->scratch.buf);
+    free(a);
+}
+
+/* ---- attention ----------------------------------------------------------
+ * One work item per (token, head). Each item reads its slot's cache up to
+ * its own position, so its result does not depend on the rest of the batch. */
+typedef struct {
+    const model *m;
+    kv_cache *kv;
+    fwd_arena *a;
+    const fwd_batch *b;
+    int layer;
+} attn_job;
+
+static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
+    const attn_job *J = ctx;
+    const model_params *p = &J->m->p;
+    int hd = p->head_dim, q_dim = p->n_head * hd;
+    int group = p->n_head / p->n_head_kv;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scores = J->a->scores + (size_t)worker * J->a->n_ctx;
+    for (int64_t it = begin; it < end; it++) {
+        int i = (int)(it / p->n_head), h = (int)(it % p->n_head);
+        int slot = J->b->slot[i], pos = J->b->pos[i], kvh = h / group;
+        const float *q = J->a->q + (size_t)i * q_dim + (size_t)h * hd;
+        for (int t = 0; t <= pos; t++) {
+            const uint16_t *k = kv_k_at(J->kv, J->layer, slot, t) + (size_t)kvh * hd;
+            float s = 0.0f;
+            for (int d = 0; d < hd; d++) s += q[d] * fp16_to_f32(k[d]);
+            scores[t] = s * scale;
+        }
+        op_softmax(scores, pos + 1);
+        float *out = J->a->att + (size_t)i * q_dim + (size_t)h * hd;
+        memset(out, 0, (size_t)hd * sizeof *out);
+        for (int t = 0; t <= pos; t++) {
+            const uint16_t *v = kv_v_at(J->kv, J->layer, slot, t) + (size_t)kvh * hd;
+            float w = scores[t];
+            for (int d = 0; d < hd; d++) out[d] += w * fp16_to_f32(v[d]);
+        }
+    }
+}
+
+/* ---- the layer -------------------------------------------------------- */
+static void add_bias(float *x, const float *bias, int n_rows, int dim) {
+    if (!bias) return;
+    for (int i = 0; i < n_rows; i++) op_add(x + (size_t)i * dim, bias, dim);
+}
+
+static void head_norms(float *x, const float *w, int n_rows, int n_heads, int hd, float eps) {
+    if (!w) return;
+    for (int i = 0; i < n_rows * n_heads; i++) op_rmsnorm(x + (size_t)i * hd, x + (size_t)i * hd, w, hd, eps);
+}
+
+static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
+                          int il, hpool *pool) {
+    const model_params *p = &m->p;
+    const layer_weights *lw = &m->layers[il];
+    int n = b->n, E = p->n_embd, hd = p->head_dim;
+    int q_dim = p->n_head * hd, kv_dim = p->n_head_kv * hd;
+
+    /* attention block */
+    for (int i = 0; i < n; i++) op_rmsnorm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->attn_norm, E, p->rms_eps);
+    kern_matmul(&lw->wq, n, a->xb, a->q, &a->scratch, pool);
+    kern_matmul(&lw->wk, n, a->xb, a->k, &a->scratch, pool);
+    kern_matmul(&lw->wv, n, a->xb, a->v, &a->scratch, pool);
+    add_bias(a->q, lw->bq, n, q_dim);
+    add_bias(a->k, lw->bk, n, kv_dim);
+    add_bias(a->v, lw->bv, n, kv_dim);
+    head_norms(a->q, lw->q_norm, n, p->n_head, hd, p->rms_eps);
+    head_norms(a->k, lw->k_norm, n, p->n_head_kv, hd, p->rms_eps);
+    for (int i = 0; i < n; i++) {
+        float *q = a->q + (size_t)i * q_dim, *k = a->k + (size_t)i * kv_dim, *v = a->v + (size_t)i * kv_dim;
+        op_rope(q, p->n_head, hd, p->n_rot, b->pos[i], p->rope_base, p->rope_neox, m->rope_freqs);
+        op_rope(k, p->n_head_kv, hd, p->n_rot, b->pos[i], p->rope_base, p->rope_neox, m->rope_freqs);
+        uint16_t *kc = kv_k_at(kv, il, b->slot[i], b->pos[i]), *vc = kv_v_at(kv, il, b->slot[i], b->pos[i]);
+        for (int d = 0; d < kv_dim; d++) { kc[d] = f32_to_fp16(k[d]); vc[d] = f32_to_fp16(v[d]); }
+    }
+    attn_job J = { m, kv, a, b, il };
+    pool_run(pool, attention_items, &J, (int64_t)n * p->n_head, 1);
+    kern_matmul(&lw->wo, n, a->att, a->xb, &a->scratch, pool);
+    for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
+
+    /* feed-forward block */
+    for (int i = 0; i < n; i++) op_rmsnorm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->ffn_norm, E, p->rms_eps);
+    kern_matmul(&lw->w_gate, n, a->xb, a->hb, &a->scratch, pool);
+    kern_matmul(&lw->w_up, n, a->xb, a->hb2, &a->scratch, pool);
+    for (int i = 0; i < n; i++) {
+        float *h = a->hb + (size_t)i * p->n_ff;
+        op_swiglu(h, h, a->hb2 + (size_t)i * p->n_ff, p->n_ff);
+    }
+    kern_matmul(&lw->w_down, n, a->hb, a->xb, &a->scratch, pool);
+    for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
+}
+
+static int batch_valid(const model *m, const kv_cache *kv, const fwd_arena *a, const fwd_batch *b) {
+    if (b->n <= 0 || b->n > a->max_batch) return 0;
+    for (int i = 0; i < b->n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= m->p.n_vocab) return 0;
+        if (b->slot[i] < 0 || b->slot[i] >= kv->n_slots) return 0;
+        if (b->pos[i] < 0 || b->pos[i] >= kv->n_ctx || b->pos[i] >= a->n_ctx) return 0;
+    }
+    return 1;
+}
+
+int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
+            float *logits, hpool *pool) {
+    if (!batch_valid(m, kv, a, b)) return -1;
+    const model_params *p = &m->p;
+    int E = p->n_embd;
+    for (int i = 0; i < b->n; i++) kern_get_row(&m->tok_embd, b->token[i], a->x + (size_t)i * E);
+    for (int il = 0; il < p->n_layer; il++) layer_forward(m, kv, a, b, il, pool);
+
+    /* logits only for the rows that need them */
+    int n_out = 0;
+    for (int i = 0; i < b->n; i++) {
+        if (!b->want_logits || !b->want_logits[i]) continue;
+        op_rmsnorm(a->xo + (size_t)n_out * E, a->x + (size_t)i * E, m->output_norm, E, p->rms_eps);
+        n_out++;
+    }
+    if (n_out) kern_matmul(&m->output, n_out, a->xo, logits, &a->scratch, pool);
+    return 0;
+}

@@ -20,6 +20,9 @@ void kv_cache_free(kv_cache *kv);
 uint64_t kv_cache_bytes(const kv_cache *kv);
 /* Copy positions [0, n) of slot src into slot dst (prefix reuse). */
 void kv_cache_copy(kv_cache *kv, int dst, int src, int n);
+/* Row of kv_dim fp16 values for (layer, slot, pos). */
+uint16_t *kv_k_at(kv_cache *kv, int layer, int slot, int pos);
+uint16_t *kv_v_at(kv_cache *kv, int layer, int slot, int pos);
 
 /* One batch: token i goes to slot[i] at position pos[i]; rows with
  * want_logits[i] get a row of logits (in batch order). Tokens of one slot
@@ -32,7 +35,8 @@ typedef struct fwd_batch {
 
 /* Activation arena sized once for the largest batch: no allocation in a step. */
 typedef struct fwd_arena fwd_arena;
-fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx);
+/* max_threads: the most pool workers that will run a step. */
+fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threads);
 void fwd_arena_free(fwd_arena *a);
 
 /* Runs the plan; logits gets one n_vocab row per wanted row. 0 or -1 (bad batch). */

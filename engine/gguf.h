@@ -79,4 +79,14 @@ bool gguf_str_eq(gguf_str s, const char *c);
 /* malloc'd NUL-terminated copy */
 char *gguf_str_dup(gguf_str s);
 
+/* Added by the GGUF reader: */
+/* Element i of any array (a nested array comes back as an ARRAY kv with no
+ * key, usable with gguf_arr_*); false when out of range. O(i) for strings
+ * and arrays. */
+bool gguf_arr_elem(const gguf_kv *kv, uint64_t i, gguf_kv *out);
+/* Bytes of a tensor of this type and shape (formats.c's block sizes,
+ * overflow-checked); false for an unknown type, a partial block, a bad
+ * shape or a size that does not fit in 64 bits. */
+bool gguf_tensor_size(int type, int n_dims, const int64_t *ne, uint64_t *size);
+
 #endif

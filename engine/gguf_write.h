@@ -37,4 +37,10 @@ int gguf_writer_save(gguf_writer *w, const char *path, char *err, size_t errlen)
 /* Serialize to a malloc'd buffer (tests, fuzz corpora). */
 int gguf_writer_to_buffer(gguf_writer *w, uint8_t **out, size_t *out_size, char *err, size_t errlen);
 
+/* Added by the GGUF reader: any value (GGUF_TYPE_*, even an unknown id),
+ * given already encoded as the file stores it (for an array: element type,
+ * count, elements). Copied unchecked: for nested arrays and for tests that
+ * need malformed files. */
+void gw_kv_encoded(gguf_writer *w, const char *key, uint32_t type, const void *value, size_t size);
+
 #endif

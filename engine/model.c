@@ -1,1 +1,276 @@
-/* placeholder: being written */
+/* Loading a model: hyperparameters from metadata (with the usual
+ * defaults), every tensor checked for presence, type and shape, and the
+ * plan parameters set from the architecture. */
+#include "model.h"
+#include "tokenizer.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *arch_names[ARCH_COUNT] = { "llama", "qwen2", "qwen3" };
+
+const char *model_arch_name(model_arch a) {
+    return (unsigned)a < ARCH_COUNT ? arch_names[a] : "unknown";
+}
+
+typedef struct {
+    model *m;
+    char *err;
+    size_t errlen;
+    int failed;
+} loader;
+
+static void fail(loader *L, const char *fmt, ...) {
+    if (L->failed++) return;   /* keep the first error: it is the cause */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->err, L->errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* "{arch}.{suffix}" as an unsigned count; missing → def. */
+static int arch_u32(loader *L, const char *suffix, int def) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", model_arch_name(L->m->p.arch), suffix);
+    uint32_t v;
+    if (!gguf_find_kv(&L->m->file, key)) return def;
+    if (!gguf_get_u32(&L->m->file, key, &v) || v > (1u << 30)) {
+        fail(L, "metadata %s has a bad type or value", key);
+        return def;
+    }
+    return (int)v;
+}
+
+static float arch_f32(loader *L, const char *suffix, float def) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", model_arch_name(L->m->p.arch), suffix);
+    float v;
+    if (!gguf_find_kv(&L->m->file, key)) return def;
+    if (!gguf_get_f32(&L->m->file, key, &v) || !isfinite(v)) {
+        fail(L, "metadata %s has a bad type or value", key);
+        return def;
+    }
+    return v;
+}
+
+/* Find a tensor and check its shape (ne0 x ne1; ne1 = 1 for vectors). */
+static const gguf_tensor *tensor(loader *L, const char *name, int64_t ne0, int64_t ne1, bool required) {
+    const gguf_tensor *t = gguf_find_tensor(&L->m->file, name);
+    if (!t) {
+        if (required) fail(L, "tensor '%s' is missing", name);
+        return NULL;
+    }
+    int64_t rest = 1;
+    for (int d = 2; d < t->n_dims; d++) rest *= t->ne[d];
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || rest != 1) {
+        fail(L, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
+             (long long)t->ne[0], (long long)t->ne[1], (long long)ne0, (long long)ne1);
+        return NULL;
+    }
+    const format_info *f = format_get(t->type);
+    if (!f) {
+        fail(L, "tensor '%s' has type %s, which hearth does not support", name, format_name(t->type));
+        return NULL;
+    }
+    if (ne0 % f->block_elems) {
+        fail(L, "tensor '%s': row length %lld is not a multiple of the %s block (%d)", name,
+             (long long)ne0, f->name, f->block_elems);
+        return NULL;
+    }
+    return t;
+}
+
+static void weight(loader *L, hweight *w, const char *name, int64_t n_in, int64_t n_out) {
+    const gguf_tensor *t = tensor(L, name, n_in, n_out, true);
+    if (!t) return;
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->data = t->data;
+    w->row_bytes = format_row_bytes(t->type, n_in);
+    L->m->weight_bytes += t->size;
+}
+
+/* Small vectors (norms, biases) are kept as float whatever their format. */
+static float *vector(loader *L, const char *name, int64_t n, bool required) {
+    const gguf_tensor *t = tensor(L, name, n, 1, required);
+    if (!t) return NULL;
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v) { fail(L, "out of memory"); return NULL; }
+    format_dequantize_row(t->type, t->data, v, n);
+    return v;
+}
+
+static void layer_name(char *buf, size_t cap, int il, const char *what) {
+    snprintf(buf, cap, "blk.%d.%s", il, what);
+}
+
+static void load_layer(loader *L, int il) {
+    model *m = L->m;
+    const model_params *p = &m->p;
+    layer_weights *lw = &m->layers[il];
+    int q_dim = p->n_head * p->head_dim, kv_dim = p->n_head_kv * p->head_dim;
+    char n[96];
+#define NAME(what) (layer_name(n, sizeof n, il, what), n)
+    lw->attn_norm = vector(L, NAME("attn_norm.weight"), p->n_embd, true);
+    weight(L, &lw->wq, NAME("attn_q.weight"), p->n_embd, q_dim);
+    weight(L, &lw->wk, NAME("attn_k.weight"), p->n_embd, kv_dim);
+    weight(L, &lw->wv, NAME("attn_v.weight"), p->n_embd, kv_dim);
+    weight(L, &lw->wo, NAME("attn_output.weight"), q_dim, p->n_embd);
+    if (p->qkv_bias) {
+        lw->bq = vector(L, NAME("attn_q.bias"), q_dim, true);
+        lw->bk = vector(L, NAME("attn_k.bias"), kv_dim, true);
+        lw->bv = vector(L, NAME("attn_v.bias"), kv_dim, true);
+    }
+    if (p->qk_norm) {
+        lw->q_norm = vector(L, NAME("attn_q_norm.weight"), p->head_dim, true);
+        lw->k_norm = vector(L, NAME("attn_k_norm.weight"), p->head_dim, true);
+    }
+    lw->ffn_norm = vector(L, NAME("ffn_norm.weight"), p->n_embd, true);
+    weight(L, &lw->w_gate, NAME("ffn_gate.weight"), p->n_embd, p->n_ff);
+    weight(L, &lw->w_up, NAME("ffn_up.weight"), p->n_embd, p->n_ff);
+    weight(L, &lw->w_down, NAME("ffn_down.weight"), p->n_ff, p->n_embd);
+#undef NAME
+}
+
+static void read_params(loader *L) {
+    model *m = L->m;
+    model_params *p = &m->p;
+    gguf_str s;
+    if (!gguf_get_str(&m->file, "general.architecture", &s)) {
+        fail(L, "metadata general.architecture is missing");
+        return;
+    }
+    p->arch = ARCH_COUNT;
+    for (int a = 0; a < ARCH_COUNT; a++)
+        if (gguf_str_eq(s, arch_names[a])) p->arch = (model_arch)a;
+    if (p->arch == ARCH_COUNT) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(s.len < 48 ? s.len : 48), s.ptr);
+        fail(L, "architecture '%s' is not supported (hearth runs llama, qwen2, qwen3)", name);
+        return;
+    }
+    p->n_embd = arch_u32(L, "embedding_length", 0);
+    p->n_layer = arch_u32(L, "block_count", 0);
+    p->n_head = arch_u32(L, "attention.head_count", 0);
+    p->n_head_kv = arch_u32(L, "attention.head_count_kv", p->n_head);
+    p->n_ff = arch_u32(L, "feed_forward_length", 0);
+    p->n_ctx_train = arch_u32(L, "context_length", 2048);
+    if (L->failed) return;
+    if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_ff <= 0) {
+        fail(L, "metadata: embedding_length, block_count, head_count and feed_forward_length must be set and positive");
+        return;
+    }
+    if (p->n_head_kv <= 0 || p->n_head % p->n_head_kv) {
+        fail(L, "metadata: head_count %d is not a multiple of head_count_kv %d", p->n_head, p->n_head_kv);
+        return;
+    }
+    p->head_dim = arch_u32(L, "attention.key_length", p->n_embd / p->n_head);
+    int v_len = arch_u32(L, "attention.value_length", p->head_dim);
+    if (p->head_dim <= 0 || p->head_dim % 2 || v_len != p->head_dim) {
+        fail(L, "metadata: head dimension %d (value %d) is not supported", p->head_dim, v_len);
+        return;
+    }
+    p->n_rot = arch_u32(L, "rope.dimension_count", p->head_dim);
+    if (p->n_rot <= 0 || p->n_rot > p->head_dim || p->n_rot % 2) {
+        fail(L, "metadata: rope.dimension_count %d does not fit head dimension %d", p->n_rot, p->head_dim);
+        return;
+    }
+    float eps_default = p->arch == ARCH_LLAMA ? 1e-5f : 1e-6f;
+    p->rms_eps = arch_f32(L, "attention.layer_norm_rms_epsilon", eps_default);
+    p->rope_base = arch_f32(L, "rope.freq_base", p->arch == ARCH_LLAMA ? 10000.0f : 1000000.0f);
+    if (p->rms_eps <= 0 || p->rope_base <= 0) fail(L, "metadata: rms epsilon and rope base must be positive");
+    p->rope_neox = p->arch != ARCH_LLAMA;
+    p->qkv_bias = p->arch == ARCH_QWEN2;
+    p->qk_norm = p->arch == ARCH_QWEN3;
+}
+
+static void load_tensors(loader *L) {
+    model *m = L->m;
+    model_params *p = &m->p;
+    const gguf_tensor *emb = gguf_find_tensor(&m->file, "token_embd.weight");
+    if (!emb) { fail(L, "tensor 'token_embd.weight' is missing"); return; }
+    p->n_vocab = (int)(emb->ne[1] > 0 && emb->ne[1] < (1 << 24) ? emb->ne[1] : 0);
+    if (!p->n_vocab) { fail(L, "tensor 'token_embd.weight' has a bad vocabulary dimension"); return; }
+    weight(L, &m->tok_embd, "token_embd.weight", p->n_embd, p->n_vocab);
+    m->output_norm = vector(L, "output_norm.weight", p->n_embd, true);
+    if (gguf_find_tensor(&m->file, "output.weight")) {
+        weight(L, &m->output, "output.weight", p->n_embd, p->n_vocab);
+    } else {
+        p->tied_embeddings = true;
+        m->output = m->tok_embd;
+    }
+    if (gguf_find_tensor(&m->file, "rope_freqs.weight"))
+        m->rope_freqs = vector(L, "rope_freqs.weight", p->n_rot / 2, true);
+    m->layers = calloc((size_t)p->n_layer, sizeof *m->layers);
+    if (!m->layers) { fail(L, "out of memory"); return; }
+    for (int il = 0; il < p->n_layer && !L->failed; il++) load_layer(L, il);
+}
+
+static char *base_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return strdup(b ? b + 1 : path);
+}
+
+model *model_load(const char *path, char *err, size_t errlen) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
+    char gerr[256];
+    if (gguf_open(path, &m->file, gerr, sizeof gerr)) {
+        snprintf(err, errlen, "%s: %s", path, gerr);
+        free(m);
+        return NULL;
+    }
+    loader L = { m, err, errlen, 0 };
+    read_params(&L);
+    if (!L.failed) load_tensors(&L);
+    if (!L.failed) {
+        char terr[256];
+        m->tok = tokenizer_load(&m->file, terr, sizeof terr);
+        if (!m->tok) fail(&L, "%s", terr);
+        else if (tokenizer_n_vocab(m->tok) > m->p.n_vocab)
+            fail(&L, "vocabulary has %d tokens but token_embd.weight only %d rows",
+                 tokenizer_n_vocab(m->tok), m->p.n_vocab);
+    }
+    if (L.failed) {
+        /* prefix the file so the one line says where */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s: %s", path, err);
+        snprintf(err, errlen, "%s", msg);
+        model_free(m);
+        return NULL;
+    }
+    gguf_str s;
+    m->name = gguf_get_str(&m->file, "general.name", &s) ? gguf_str_dup(s) : base_name(path);
+    if (gguf_get_str(&m->file, "tokenizer.chat_template", &s)) m->chat_template = gguf_str_dup(s);
+    return m;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    if (m->layers) {
+        for (int il = 0; il < m->p.n_layer; il++) {
+            layer_weights *lw = &m->layers[il];
+            free(lw->attn_norm); free(lw->ffn_norm); free(lw->q_norm); free(lw->k_norm);
+            free(lw->bq); free(lw->bk); free(lw->bv);
+        }
+        free(m->layers);
+    }
+    free(m->output_norm);
+    free(m->rope_freqs);
+    tokenizer_free(m->tok);
+    free(m->name);
+    free(m->chat_template);
+    gguf_close(&m->file);
+    free(m);
+}
+
+uint64_t model_bytes_per_token(const model *m) {
+    /* every matrix once; the embedding contributes one row, unless tied
+     * (then it is read whole as the output matrix) */
+    uint64_t b = m->weight_bytes;
+    if (!m->p.tied_embeddings) b -= (uint64_t)m->tok_embd.row_bytes * (uint64_t)(m->tok_embd.n_out - 1);
+    return b;
+}

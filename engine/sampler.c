@@ -1,1 +1,425 @@
-/* placeholder: being written */
+/* Sampling: logits in, one token id out.
+ *
+ * The chain follows llama.cpp's default order:
+ *
+ *   logit_bias -> penalties -> top_k -> top_p -> min_p -> temperature -> draw
+ *
+ * so top_p and min_p judge the distribution at temperature 1, and the
+ * temperature only reshapes what survived them. temperature <= 0 is greedy:
+ * bias and penalties still apply, then the argmax wins (ties: lowest id) and
+ * no random number is drawn.
+ *
+ * Every buffer is sized for n_vocab in sampler_new, so sampler_sample and
+ * sampler_accept never allocate. Candidates are ordered by a total order
+ * (logit descending, then id ascending), so ties are broken the same way
+ * whichever algorithm (selection or sort) placed them, and the same seed and
+ * the same logits always give the same tokens.
+ *
+ * Odd logits: NaN counts as -inf (never chosen), +inf as FLT_MAX (several of
+ * them share the mass equally). If bias and penalties ban every token, the
+ * argmax of the raw logits is returned; if even those are all NaN/-inf,
+ * token 0. The result is always in [0, n_vocab). */
+#include "sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A window larger than this is treated as the whole history: it would only
+ * differ after a million accepted tokens, and it keeps the ring small. */
+#define MAX_RING (1 << 20)
+
+typedef struct { float logit; int32_t id; } cand;
+
+struct sampler {
+    sampler_params p;          /* p.logit_bias points at bias below */
+    int n_vocab;
+    logit_bias_entry *bias;
+    int n_bias;
+
+    /* Penalty window: counts per token, the distinct tokens with a nonzero
+     * count (upos[t] = index of t in uniq), and a ring of the last n ids
+     * when the window is finite (ring_cap > 0). */
+    int32_t *counts, *uniq, *upos;
+    int n_uniq;
+    int32_t *ring;
+    int ring_cap, ring_len, ring_head;
+    bool window_all;           /* penalty_last_n < 0 (or huge) */
+
+    cand *c;                   /* candidates, n_vocab */
+    double *w;                 /* weights of candidates, n_vocab */
+    uint64_t rng[4];
+};
+
+void sampler_params_default(sampler_params *p) {
+    /* llama.cpp's defaults; the server picks a seed when a request has none. */
+    memset(p, 0, sizeof *p);
+    p->temperature = 0.8f;
+    p->top_k = 40;
+    p->top_p = 0.95f;
+    p->min_p = 0.05f;
+    p->repeat_penalty = 1.0f;
+    p->presence_penalty = 0.0f;
+    p->frequency_penalty = 0.0f;
+    p->penalty_last_n = 64;
+    p->seed = 0;
+}
+
+/* ---- RNG: xoshiro256** seeded through splitmix64 ------------------------ */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static void rng_seed(uint64_t s[4], uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) s[i] = splitmix64(&x);  /* never all zero in practice */
+}
+
+static uint64_t rng_next(uint64_t s[4]) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return r;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t s[4]) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+/* ---- construction -------------------------------------------------------- */
+
+sampler *sampler_new(const sampler_params *p, int n_vocab) {
+    if (n_vocab <= 0) return NULL;
+    sampler_params def;
+    if (!p) { sampler_params_default(&def); p = &def; }
+    sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    s->n_vocab = n_vocab;
+
+    /* Copy the bias, keeping only ids that exist. */
+    if (p->logit_bias && p->n_logit_bias > 0) {
+        s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+        if (!s->bias) goto fail;
+        for (int i = 0; i < p->n_logit_bias; i++) {
+            logit_bias_entry e = p->logit_bias[i];
+            if (e.id >= 0 && e.id < n_vocab) s->bias[s->n_bias++] = e;
+        }
+    }
+    s->p.logit_bias = s->bias;
+    s->p.n_logit_bias = s->n_bias;
+
+    int last_n = p->penalty_last_n;
+    s->window_all = last_n < 0 || last_n > MAX_RING;
+    if (!s->window_all && last_n > 0) {
+        s->ring_cap = last_n;
+        s->ring = malloc((size_t)last_n * sizeof *s->ring);
+        if (!s->ring) goto fail;
+    }
+    size_t n = (size_t)n_vocab;
+    s->counts = calloc(n, sizeof *s->counts);
+    s->uniq = malloc(n * sizeof *s->uniq);
+    s->upos = malloc(n * sizeof *s->upos);
+    s->c = malloc(n * sizeof *s->c);
+    s->w = malloc(n * sizeof *s->w);
+    if (!s->counts || !s->uniq || !s->upos || !s->c || !s->w) goto fail;
+    rng_seed(s->rng, p->seed);
+    return s;
+fail:
+    sampler_free(s);
+    return NULL;
+}
+
+void sampler_free(sampler *s) {
+    if (!s) return;
+    free(s->bias);
+    free(s->ring);
+    free(s->counts);
+    free(s->uniq);
+    free(s->upos);
+    free(s->c);
+    free(s->w);
+    free(s);
+}
+
+/* Forget the history and restart the RNG from the seed: a reset sampler
+ * repeats exactly what a new one would do. */
+void sampler_reset(sampler *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n_uniq; i++) s->counts[s->uniq[i]] = 0;
+    s->n_uniq = 0;
+    s->ring_len = s->ring_head = 0;
+    rng_seed(s->rng, s->p.seed);
+}
+
+/* ---- penalty history ----------------------------------------------------- */
+
+static void count_add(sampler *s, int32_t t) {
+    if (s->counts[t] == 0) {
+        s->upos[t] = s->n_uniq;
+        s->uniq[s->n_uniq++] = t;
+    }
+    if (s->counts[t] < INT32_MAX) s->counts[t]++;
+}
+
+static void count_remove(sampler *s, int32_t t) {
+    if (s->counts[t] <= 0) return;
+    if (--s->counts[t] == 0) {
+        /* swap-remove t from the distinct list */
+        int i = s->upos[t];
+        int32_t last = s->uniq[--s->n_uniq];
+        s->uniq[i] = last;
+        s->upos[last] = i;
+    }
+}
+
+void sampler_accept(sampler *s, int32_t token) {
+    if (!s || token < 0 || token >= s->n_vocab) return;
+    if (s->window_all) { count_add(s, token); return; }
+    if (s->ring_cap == 0) return;                       /* penalties off */
+    if (s->ring_len == s->ring_cap) {                   /* evict the oldest */
+        count_remove(s, s->ring[s->ring_head]);
+        s->ring[s->ring_head] = token;
+        s->ring_head = (s->ring_head + 1) % s->ring_cap;
+    } else {
+        s->ring[(s->ring_head + s->ring_len) % s->ring_cap] = token;
+        s->ring_len++;
+    }
+    count_add(s, token);
+}
+
+/* ---- the chain ----------------------------------------------------------- */
+
+void sampler_apply_bias_penalties(const sampler *s, float *logits) {
+    for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
+
+    float rp = s->p.repeat_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
+    if (!(rp > 0.0f) || !isfinite(rp)) rp = 1.0f;      /* <= 0, NaN, inf: off */
+    if (!isfinite(fp)) fp = 0.0f;
+    if (!isfinite(pp)) pp = 0.0f;
+    if (rp == 1.0f && fp == 0.0f && pp == 0.0f) return;
+    for (int i = 0; i < s->n_uniq; i++) {
+        int32_t t = s->uniq[i];
+        float l = logits[t];
+        /* llama.cpp: a repeated token always becomes less likely */
+        l = l > 0.0f ? l / rp : l * rp;
+        /* OpenAI: frequency scales with the count, presence is once */
+        l -= (float)s->counts[t] * fp + pp;
+        logits[t] = l;
+    }
+}
+
+/* a comes before b: higher logit, then lower id. */
+static inline bool before(const cand *a, const cand *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static int cand_cmp(const void *x, const void *y) {
+    const cand *a = x, *b = y;
+    return before(a, b) ? -1 : before(b, a) ? 1 : 0;
+}
+
+static inline void cswap(cand *a, cand *b) { cand t = *a; *a = *b; *b = t; }
+
+/* top_k keeps a heap of the k best seen so far with the worst at the root,
+ * so most tokens cost one comparison with the root. */
+static void heap_up(cand *h, int i) {
+    while (i > 0 && before(&h[(i - 1) / 2], &h[i])) {
+        cswap(&h[(i - 1) / 2], &h[i]);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(cand *h, int n, int i) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && before(&h[w], &h[l])) w = l;
+        if (r < n && before(&h[w], &h[r])) w = r;
+        if (w == i) return;
+        cswap(&h[w], &h[i]);
+        i = w;
+    }
+}
+
+/* NaN -> -inf, +inf -> FLT_MAX; -inf stays (banned). */
+static inline float sane(float x) {
+    if (isnan(x)) return -INFINITY;
+    if (x == INFINITY) return FLT_MAX;
+    return x;
+}
+
+#define N_BUCKETS 1024
+
+/* top_p: keep the smallest head of the candidates (in the total order)
+ * whose mass at temperature 1 reaches p; the token that crosses p is kept.
+ * Returns the new count; the kept ones are moved to c[0..count).
+ *
+ * A full sort of a large vocabulary would dominate the step, so the logits
+ * are bucketed by their distance from the max: the buckets before the one
+ * where the mass crosses p are kept whole, and only the crossing bucket is
+ * sorted. The kept set is the same as a full sort would give. */
+static int top_p_cut(sampler *s, int nc, float mx, double p) {
+    cand *c = s->c;
+    double *w = s->w, z = 0.0;
+    float mn = mx;
+    for (int i = 0; i < nc; i++) {
+        w[i] = exp((double)c[i].logit - mx);
+        z += w[i];
+        if (c[i].logit < mn) mn = c[i].logit;
+    }
+    double target = p * z, cum = 0.0;
+
+    /* bucket 0 holds the max; a higher logit never lands in a later bucket */
+    double range = (double)mx - mn, scale = range > 0 ? (N_BUCKETS - 1) / range : 0.0;
+    double mass[N_BUCKETS] = {0};
+#define BUCKET(l) ((int)fmin(((double)mx - (l)) * scale, N_BUCKETS - 1))
+    for (int i = 0; i < nc; i++) mass[BUCKET(c[i].logit)] += w[i];
+    int j = 0;
+    for (; j < N_BUCKETS; j++) {
+        if (cum + mass[j] >= target) break;
+        cum += mass[j];
+    }
+    if (j == N_BUCKETS) return nc;
+
+    /* c[0..k): buckets before j, kept whole; c[k..m): bucket j, sorted */
+    int k = 0, m;
+    for (int i = 0; i < nc; i++)
+        if (BUCKET(c[i].logit) < j) cswap(&c[i], &c[k++]);
+    m = k;
+    for (int i = k; i < nc; i++)
+        if (BUCKET(c[i].logit) == j) cswap(&c[i], &c[m++]);
+#undef BUCKET
+    qsort(c + k, (size_t)(m - k), sizeof *c, cand_cmp);
+    for (int i = k; i < m; i++)
+        if ((cum += exp((double)c[i].logit - mx)) >= target) return i + 1;
+    return m;
+}
+
+int32_t sampler_sample(sampler *s, float *logits) {
+    if (!s || !logits) return 0;
+    int n = s->n_vocab;
+
+    /* Clean the raw logits and note their argmax: the answer when bias and
+     * penalties ban everything. */
+    int32_t raw_best = 0;
+    float rb = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        float x = sane(logits[i]);
+        logits[i] = x;
+        if (x > rb) { rb = x; raw_best = i; }   /* strict: ties keep the lowest id */
+    }
+
+    /* Bias and penalties touch few tokens; clean just those again. */
+    sampler_apply_bias_penalties(s, logits);
+    for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].id] = sane(logits[s->bias[i].id]);
+    for (int i = 0; i < s->n_uniq; i++) logits[s->uniq[i]] = sane(logits[s->uniq[i]]);
+
+    if (!(s->p.temperature > 0.0f)) {                   /* greedy (NaN too) */
+        int32_t b = 0;
+        for (int i = 1; i < n; i++)
+            if (logits[i] > logits[b]) b = i;
+        return logits[b] == -INFINITY ? raw_best : b;
+    }
+
+    /* Candidates: every token that is not banned, or with top_k only the
+     * k best of them (ties: lowest id). */
+    cand *c = s->c;
+    int nc = 0, k = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : 0;
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        cand x = { logits[i], i };
+        if (x.logit == -INFINITY) continue;
+        if (x.logit > mx) mx = x.logit;
+        if (!k) c[nc++] = x;
+        else if (nc < k) { c[nc] = x; heap_up(c, nc++); }
+        else if (before(&x, &c[0])) { c[0] = x; heap_down(c, nc, 0); }
+    }
+    if (nc == 0) return raw_best;
+
+    if (s->p.top_p < 1.0f && nc > 1)                    /* NaN: off */
+        nc = top_p_cut(s, nc, mx, s->p.top_p);
+
+    /* min_p: keep p >= min_p * p_max, i.e. logit >= max + log(min_p). */
+    if (s->p.min_p > 0.0f && nc > 1) {
+        double thr = (double)mx + log((double)s->p.min_p);
+        if (thr > mx) thr = mx;         /* min_p > 1: the max still survives */
+        int k = 0;
+        for (int i = 0; i < nc; i++)
+            if ((double)c[i].logit >= thr) c[k++] = c[i];
+        nc = k;
+    }
+
+    /* temperature and the draw, in double so tiny temperatures cannot
+     * overflow: weight = exp((l - max) / T). Every filter keeps the max, so
+     * the total is at least 1. */
+    double t = s->p.temperature, z = 0.0;
+    for (int i = 0; i < nc; i++) {
+        s->w[i] = exp(((double)c[i].logit - mx) / t);
+        z += s->w[i];
+    }
+    double u = rng_uniform(s->rng) * z, cum = 0.0;
+    for (int i = 0; i < nc; i++) {
+        cum += s->w[i];
+        if (u < cum) return c[i].id;
+    }
+    /* rounding left u at the very top: take the last token with weight */
+    for (int i = nc - 1; i > 0; i--)
+        if (s->w[i] > 0.0) return c[i].id;
+    return c[0].id;
+}
+
+/* ---- log-probabilities --------------------------------------------------- */
+
+/* max and log(sum exp(l - max)) of the raw logits, NaN as -inf, +inf as
+ * FLT_MAX. Returns false when no logit is finite or +inf. */
+static bool log_norm(const float *logits, int n, double *mx, double *lse) {
+    double m = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        double x = sane(logits[i]);
+        if (x > m) m = x;
+    }
+    if (m == -INFINITY) return false;
+    double z = 0.0;
+    for (int i = 0; i < n; i++) z += exp((double)sane(logits[i]) - m);
+    *mx = m;
+    *lse = log(z);
+    return true;
+}
+
+float logprob_of(const float *logits, int n_vocab, int32_t id) {
+    double mx, lse;
+    if (!logits || id < 0 || id >= n_vocab) return -INFINITY;
+    if (!log_norm(logits, n_vocab, &mx, &lse)) return -INFINITY;
+    return (float)((double)sane(logits[id]) - mx - lse);
+}
+
+/* The n best by logit (ties: lowest id), sorted descending; slots beyond
+ * n_vocab get id -1 and -inf. Insertion into the short output list: n is
+ * small (OpenAI allows 20), and most tokens fail the first comparison. */
+void logprob_top(const float *logits, int n_vocab, int n, token_logprob *out) {
+    if (!out || n <= 0) return;
+    for (int i = 0; i < n; i++) { out[i].id = -1; out[i].logprob = -INFINITY; }
+    double mx, lse;
+    if (!logits || n_vocab <= 0) return;
+    bool any = log_norm(logits, n_vocab, &mx, &lse);
+    int k = 0;                          /* filled entries; out holds raw logits for now */
+    for (int t = 0; t < n_vocab; t++) {
+        float l = sane(logits[t]);
+        if (k == n && !(l > out[n - 1].logprob)) continue;
+        int j = k < n ? k++ : n - 1;
+        while (j > 0 && l > out[j - 1].logprob) { out[j] = out[j - 1]; j--; }
+        out[j].id = t;
+        out[j].logprob = l;
+    }
+    for (int i = 0; i < k; i++)
+        out[i].logprob = any && out[i].logprob != -INFINITY
+            ? (float)((double)out[i].logprob - mx - lse) : -INFINITY;
+}

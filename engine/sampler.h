@@ -32,6 +32,10 @@ void sampler_accept(sampler *s, int32_t token);
 void sampler_reset(sampler *s);
 /* Pick the next token. logits (n_vocab) may be modified. */
 int32_t sampler_sample(sampler *s, float *logits);
+/* Added by the sampler: the first two stages of sampler_sample (logit_bias,
+ * then the penalties of the current window) applied in place; for tests and
+ * for callers that want the adjusted logits. */
+void sampler_apply_bias_penalties(const sampler *s, float *logits);
 
 /* Log-probabilities under the model's own distribution (softmax of raw
  * logits): the chosen token's and the top n. */

@@ -55,5 +55,7 @@ kern_path_id kernels_current(void);
 const char *kernels_path_name(kern_path_id p);
 bool kernels_path_available(kern_path_id p);
 kern_path_id kernels_path_from_name(const char *name); /* KPATH_COUNT if unknown */
+/* The CPU features the probe found, e.g. "avx2 fma f16c avx512f ..." (for logs). */
+const char *kernels_cpu_summary(void);
 
 #endif

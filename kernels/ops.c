@@ -1,1 +1,62 @@
-/* placeholder: being written */
+/* Non-matmul steps of the forward pass, scalar. Sums run sequentially in
+ * float with explicit fmaf() so results do not depend on the compiler's
+ * choice to contract a*b+c. */
+#include "ops.h"
+
+#include <math.h>
+
+/* out = x / sqrt(mean(x^2) + eps) * weight; out may alias x. */
+void op_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
+    float sum_sq = 0.0f;
+    for (int i = 0; i < n; i++) sum_sq = fmaf(x[i], x[i], sum_sq);
+    float scale = 1.0f / sqrtf(sum_sq / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * scale * weight[i];
+}
+
+/* The pair (i, n_rot/2 + i) or (2i, 2i+1) of each head turns by
+ * theta_i = pos * base^(-2i/n_rot) / freq_factors[i]. Dimensions past n_rot
+ * are left alone. The angle is computed in double: pos * freq loses too
+ * much in float at long positions. */
+void op_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+             bool neox, const float *freq_factors) {
+    int half = n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        double theta = (double)pos * pow((double)base, -2.0 * i / (double)n_rot);
+        if (freq_factors) theta /= (double)freq_factors[i];
+        float c = (float)cos(theta), s = (float)sin(theta);
+        for (int h = 0; h < n_heads; h++) {
+            float *head = x + (int64_t)h * head_dim;
+            int a = neox ? i : 2 * i;
+            int b = neox ? i + half : 2 * i + 1;
+            float x0 = head[a], x1 = head[b];
+            head[a] = fmaf(x0, c, -(x1 * s));
+            head[b] = fmaf(x0, s, x1 * c);
+        }
+    }
+}
+
+/* In place, max-subtracted so exp never overflows. */
+void op_softmax(float *x, int n) {
+    if (n <= 0) return;
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = fmaxf(max, x[i]);
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+/* out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); out may alias either. */
+void op_swiglu(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+/* out += a (the residual add). */
+void op_add(float *out, const float *a, int n) {
+    for (int i = 0; i < n; i++) out[i] += a[i];
+}

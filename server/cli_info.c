@@ -1,1 +1,59 @@
-/* placeholder: being written */
+/* `hearth info`: what a model file is: architecture, shapes, tensor types,
+ * vocabulary, chat template. */
+#include "commands.h"
+#include "cli_args.h"
+#include "../engine/model.h"
+#include "../engine/tokenizer.h"
+#include "../engine/chat_template.h"
+#include <stdio.h>
+#include <string.h>
+
+int cmd_info(int argc, char **argv) {
+    const char *path = NULL, *v;
+    for (int i = 1; i < argc; i++) {
+        if (arg_is(argc, argv, &i, "-m", "--model", &v)) { if (!(path = v)) return 2; }
+        else if (argv[i][0] != '-' && !path) path = argv[i];
+        else { fprintf(stderr, "usage: hearth info -m MODEL.gguf\n"); return 2; }
+    }
+    if (!path) { fprintf(stderr, "usage: hearth info -m MODEL.gguf\n"); return 2; }
+    char err[512];
+    model *m = model_load(path, err, sizeof err);
+    if (!m) { fprintf(stderr, "hearth: %s\n", err); return 1; }
+    const model_params *p = &m->p;
+    printf("file:          %s (GGUF v%u, %llu tensors, %llu metadata keys)\n", path, m->file.version,
+           (unsigned long long)m->file.n_tensors, (unsigned long long)m->file.n_kv);
+    printf("name:          %s\n", m->name);
+    printf("architecture:  %s\n", model_arch_name(p->arch));
+    printf("layers:        %d\n", p->n_layer);
+    printf("embedding:     %d\n", p->n_embd);
+    printf("heads:         %d (kv %d, head dim %d, rope dims %d, %s rope, base %g)\n", p->n_head, p->n_head_kv,
+           p->head_dim, p->n_rot, p->rope_neox ? "neox" : "normal", (double)p->rope_base);
+    printf("feed-forward:  %d\n", p->n_ff);
+    printf("context:       %d (trained)\n", p->n_ctx_train);
+    printf("plan:          %s%s%s%s\n", p->qkv_bias ? "q/k/v bias, " : "", p->qk_norm ? "q/k norm, " : "",
+           p->tied_embeddings ? "tied embeddings, " : "", m->rope_freqs ? "rope freq factors" : "");
+    printf("weights:       %.2f MiB\n", (double)m->weight_bytes / (1 << 20));
+
+    /* tensor types: count per type */
+    int count[FMT_COUNT_MAX] = {0};
+    for (uint64_t t = 0; t < m->file.n_tensors; t++)
+        if (m->file.tensors[t].type >= 0 && m->file.tensors[t].type < FMT_COUNT_MAX) count[m->file.tensors[t].type]++;
+    printf("tensor types: ");
+    for (int t = 0; t < FMT_COUNT_MAX; t++) if (count[t]) printf(" %s x%d", format_name(t), count[t]);
+    printf("\n");
+
+    gguf_str s;
+    const char *tm = gguf_get_str(&m->file, "tokenizer.ggml.model", &s) ? "" : "?";
+    printf("vocabulary:    %d tokens, %.*s%s tokenizer", tokenizer_n_vocab(m->tok),
+           (int)(tm[0] ? 0 : s.len), tm[0] ? "" : s.ptr, tm);
+    if (gguf_get_str(&m->file, "tokenizer.ggml.pre", &s)) printf(" (pre %.*s)", (int)s.len, s.ptr);
+    printf(", bos %d, eos %d\n", tokenizer_bos(m->tok), tokenizer_eos(m->tok));
+    if (m->chat_template) {
+        int id = chat_template_detect(m->chat_template);
+        printf("chat template: present (%s)\n", id >= 0 ? chat_template_name(id) : "unknown family: ChatML fallback");
+    } else {
+        printf("chat template: none\n");
+    }
+    model_free(m);
+    return 0;
+}

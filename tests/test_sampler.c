@@ -1,2 +1,582 @@
+/* Sampler tests: every filter against a brute-force model of the filtered
+ * distribution (empirical frequencies over many draws with a fixed seed),
+ * penalties against their formulas, bans, seeds, reset, logprobs. */
 #include "test.h"
-int main(void) { return test_summary("sampler"); }
+#include "engine/sampler.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#define NV 12
+#define DRAWS 20000
+
+/* Test-only pseudo-random logits (an LCG, independent of the sampler's RNG). */
+static uint32_t lcg = 12345;
+static float rnd_logit(float scale) {
+    lcg = lcg * 1664525u + 1013904223u;
+    return ((float)(lcg >> 8) / 16777216.0f - 0.5f) * 2.0f * scale;
+}
+
+static sampler_params base(void) {
+    sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.penalty_last_n = 0;
+    p.seed = 42;
+    return p;
+}
+
+/* Brute force: softmax of l/t over the tokens where keep[i]. */
+static void softmax_keep(const float *l, const int *keep, float t, double *p) {
+    double mx = -INFINITY, z = 0;
+    for (int i = 0; i < NV; i++) if (keep[i] && l[i] > mx) mx = l[i];
+    for (int i = 0; i < NV; i++) { p[i] = keep[i] ? exp((l[i] - mx) / t) : 0.0; z += p[i]; }
+    for (int i = 0; i < NV; i++) p[i] /= z;
+}
+
+/* Order of ids by logit descending (ties: lower id first), by selection. */
+static void order_desc(const float *l, int *ord) {
+    int used[NV] = {0};
+    for (int k = 0; k < NV; k++) {
+        int best = -1;
+        for (int i = 0; i < NV; i++)
+            if (!used[i] && (best < 0 || l[i] > l[best])) best = i;
+        used[best] = 1;
+        ord[k] = best;
+    }
+}
+
+/* Draw DRAWS tokens from fresh copies of l and compare frequencies with p:
+ * tokens with p == 0 must never appear; others within 5 sigma + 0.003. */
+static void check_dist(const char *what, const sampler_params *sp, const float *l, const double *p) {
+    sampler *s = sampler_new(sp, NV);
+    CHECK(s != NULL);
+    if (!s) return;
+    int cnt[NV] = {0}, bad = 0;
+    float work[NV];
+    for (int d = 0; d < DRAWS; d++) {
+        memcpy(work, l, sizeof work);
+        int32_t t = sampler_sample(s, work);
+        if (t < 0 || t >= NV) bad++; else cnt[t]++;
+    }
+    CHECKF(bad == 0, "%s: %d out-of-range ids", what, bad);
+    for (int i = 0; i < NV; i++) {
+        double f = (double)cnt[i] / DRAWS;
+        if (p[i] == 0.0) {
+            CHECKF(cnt[i] == 0, "%s: token %d outside the filter drawn %d times", what, i, cnt[i]);
+        } else {
+            double tol = 5.0 * sqrt(p[i] * (1 - p[i]) / DRAWS) + 0.003;
+            CHECKF(fabs(f - p[i]) <= tol, "%s: token %d freq %.4f expected %.4f", what, i, f, p[i]);
+        }
+    }
+    sampler_free(s);
+}
+
+static void fill_logits(float *l, float scale) { for (int i = 0; i < NV; i++) l[i] = rnd_logit(scale); }
+
+static void test_greedy(void) {
+    sampler_params p = base();
+    p.temperature = 0.0f;
+    sampler *s = sampler_new(&p, NV);
+    for (int rep = 0; rep < 50; rep++) {
+        float l[NV], w[NV];
+        fill_logits(l, 4.0f);
+        int best = 0;
+        for (int i = 1; i < NV; i++) if (l[i] > l[best]) best = i;
+        memcpy(w, l, sizeof w);
+        CHECK(sampler_sample(s, w) == best);
+    }
+    float tie[NV] = {0};
+    tie[3] = tie[7] = 2.0f;
+    CHECK(sampler_sample(s, tie) == 3);
+    /* top_k cuts between equal logits by lower id too */
+    sampler_params pk = base();
+    pk.top_k = 1;
+    sampler *sk = sampler_new(&pk, NV);
+    int low = 0;
+    for (int d = 0; d < 200; d++) {
+        float w[NV];
+        for (int i = 0; i < NV; i++) w[i] = i % 4 == 3 ? 2.0f : 0.0f;  /* 3, 7, 11 tie */
+        low += sampler_sample(sk, w) == 3;
+    }
+    CHECK(low == 200);
+    sampler_free(sk);
+    /* negative temperature is greedy too */
+    sampler_free(s);
+    p.temperature = -1.0f;
+    s = sampler_new(&p, NV);
+    float l[NV] = {0};
+    l[9] = 0.5f;
+    CHECK(sampler_sample(s, l) == 9);
+    sampler_free(s);
+}
+
+static void test_temperature(void) {
+    float l[NV];
+    fill_logits(l, 2.0f);
+    int all[NV];
+    for (int i = 0; i < NV; i++) all[i] = 1;
+    const float temps[] = {1.0f, 0.5f, 2.0f};
+    for (int k = 0; k < 3; k++) {
+        sampler_params p = base();
+        p.temperature = temps[k];
+        double ref[NV];
+        softmax_keep(l, all, temps[k], ref);
+        char what[64];
+        snprintf(what, sizeof what, "temperature %.1f", temps[k]);
+        check_dist(what, &p, l, ref);
+    }
+}
+
+static void test_top_k(void) {
+    float l[NV];
+    fill_logits(l, 2.0f);
+    int ord[NV];
+    order_desc(l, ord);
+    for (int k = 1; k <= 4; k++) {
+        int keep[NV] = {0};
+        for (int i = 0; i < k; i++) keep[ord[i]] = 1;
+        double ref[NV];
+        softmax_keep(l, keep, 1.0f, ref);
+        sampler_params p = base();
+        p.top_k = k;
+        check_dist("top_k", &p, l, ref);
+    }
+    /* top_k beyond the vocabulary keeps everything */
+    int all[NV];
+    for (int i = 0; i < NV; i++) all[i] = 1;
+    double ref[NV];
+    softmax_keep(l, all, 1.0f, ref);
+    sampler_params p = base();
+    p.top_k = 1000;
+    check_dist("top_k > n_vocab", &p, l, ref);
+}
+
+static void test_top_p(void) {
+    float l[NV];
+    fill_logits(l, 2.0f);
+    int ord[NV], all[NV];
+    for (int i = 0; i < NV; i++) all[i] = 1;
+    order_desc(l, ord);
+    double full[NV];
+    softmax_keep(l, all, 1.0f, full);
+    const float ps[] = {0.3f, 0.6f, 0.9f};
+    for (int k = 0; k < 3; k++) {
+        /* keep the smallest head whose mass reaches p */
+        int keep[NV] = {0};
+        double cum = 0;
+        for (int i = 0; i < NV; i++) {
+            keep[ord[i]] = 1;
+            cum += full[ord[i]];
+            if (cum >= ps[k]) break;
+        }
+        double ref[NV];
+        softmax_keep(l, keep, 1.0f, ref);
+        sampler_params p = base();
+        p.top_p = ps[k];
+        check_dist("top_p", &p, l, ref);
+    }
+}
+
+/* Exact kept set of top_p on a larger vocabulary with many equal logits
+ * (crowded buckets): with a huge temperature the kept tokens are equally
+ * likely, so enough draws show every one of them, and nothing else. */
+static void test_top_p_set(void) {
+    enum { V = 20000, DR = 4000 };
+    static float l[V], w[V];
+    static int seen[V], want[V], ord_used[V];
+    for (int i = 0; i < V; i++) l[i] = rnd_logit(1.0f);
+    for (int i = 0; i < 80; i++) {                  /* a peak of quantized, tied logits */
+        int t = (int)((uint32_t)(rnd_logit(1.0f) * 1e6f + 2e6f) % V);
+        l[t] = 12.0f + 0.25f * (float)(i % 6);
+    }
+    double mx = -INFINITY, z = 0;
+    for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+    for (int i = 0; i < V; i++) z += exp(l[i] - mx);
+    const float ps[] = {0.3f, 0.9f};
+    for (int k = 0; k < 2; k++) {
+        /* brute force: walk down the total order until the mass reaches p */
+        memset(want, 0, sizeof want);
+        memset(ord_used, 0, sizeof ord_used);
+        double cum = 0;
+        int n_want = 0;
+        while (cum < ps[k] * z) {
+            int best = -1;
+            for (int i = 0; i < V; i++)
+                if (!ord_used[i] && (best < 0 || l[i] > l[best])) best = i;
+            ord_used[best] = want[best] = 1;
+            n_want++;
+            cum += exp(l[best] - mx);
+        }
+        sampler_params p = base();
+        p.top_p = ps[k];
+        p.temperature = 1e30f;
+        sampler *s = sampler_new(&p, V);
+        memset(seen, 0, sizeof seen);
+        for (int d = 0; d < DR; d++) {
+            memcpy(w, l, sizeof w);
+            int32_t t = sampler_sample(s, w);
+            if (t >= 0 && t < V) seen[t] = 1;
+        }
+        int extra = 0, missing = 0;
+        for (int i = 0; i < V; i++) { extra += seen[i] && !want[i]; missing += want[i] && !seen[i]; }
+        CHECKF(extra == 0 && missing == 0, "top_p %.1f: %d tokens wanted, %d extra, %d missing",
+               ps[k], n_want, extra, missing);
+        CHECK(n_want > 1 && n_want < 80);
+        sampler_free(s);
+    }
+}
+
+static void test_min_p(void) {
+    float l[NV];
+    fill_logits(l, 3.0f);
+    int all[NV];
+    for (int i = 0; i < NV; i++) all[i] = 1;
+    double full[NV], pmax = 0;
+    softmax_keep(l, all, 1.0f, full);
+    for (int i = 0; i < NV; i++) if (full[i] > pmax) pmax = full[i];
+    const float mps[] = {0.05f, 0.2f, 0.5f};
+    for (int k = 0; k < 3; k++) {
+        int keep[NV];
+        for (int i = 0; i < NV; i++) keep[i] = full[i] >= mps[k] * pmax;
+        double ref[NV];
+        softmax_keep(l, keep, 1.0f, ref);
+        sampler_params p = base();
+        p.min_p = mps[k];
+        check_dist("min_p", &p, l, ref);
+    }
+}
+
+/* The whole chain, in llama.cpp's order: top_k, then top_p and min_p on the
+ * renormalized temperature-1 distribution, then temperature. */
+static void test_chain(void) {
+    float l[NV];
+    fill_logits(l, 2.5f);
+    int ord[NV];
+    order_desc(l, ord);
+    int keep[NV] = {0};
+    for (int i = 0; i < 8; i++) keep[ord[i]] = 1;            /* top_k 8 */
+    double d[NV];
+    softmax_keep(l, keep, 1.0f, d);
+    int keep2[NV] = {0};
+    double cum = 0;
+    for (int i = 0; i < 8; i++) {                             /* top_p 0.8 */
+        keep2[ord[i]] = 1;
+        cum += d[ord[i]];
+        if (cum >= 0.8) break;
+    }
+    softmax_keep(l, keep2, 1.0f, d);
+    double pmax = d[ord[0]];
+    for (int i = 0; i < NV; i++) keep2[i] = keep2[i] && d[i] >= 0.1 * pmax;  /* min_p 0.1 */
+    double ref[NV];
+    softmax_keep(l, keep2, 0.7f, ref);                        /* temperature 0.7 */
+    sampler_params p = base();
+    p.top_k = 8;
+    p.top_p = 0.8f;
+    p.min_p = 0.1f;
+    p.temperature = 0.7f;
+    check_dist("chain", &p, l, ref);
+}
+
+static void test_penalties(void) {
+    sampler_params p = base();
+    p.repeat_penalty = 1.5f;
+    p.frequency_penalty = 0.25f;
+    p.presence_penalty = 0.5f;
+    p.penalty_last_n = 4;
+    sampler *s = sampler_new(&p, NV);
+    /* window after these: 5 2 2 7 (the first 1 and 3 have left it) */
+    const int32_t hist[] = {1, 3, 5, 2, 2, 7};
+    for (int i = 0; i < 6; i++) sampler_accept(s, hist[i]);
+    sampler_accept(s, -1);      /* out of range: ignored */
+    sampler_accept(s, NV);
+    float l[NV], w[NV];
+    for (int i = 0; i < NV; i++) l[i] = (i % 2 ? 1.0f : -1.0f) * (0.5f + (float)i);
+    memcpy(w, l, sizeof w);
+    sampler_apply_bias_penalties(s, w);
+    int count[NV] = {0};
+    count[5] = 1; count[2] = 2; count[7] = 1;
+    for (int i = 0; i < NV; i++) {
+        if (!count[i]) {
+            CHECKF(w[i] == l[i], "token %d outside the window changed: %g -> %g", i, l[i], w[i]);
+            continue;
+        }
+        float e = l[i] > 0 ? l[i] / 1.5f : l[i] * 1.5f;
+        e -= (float)count[i] * 0.25f + 0.5f;
+        CHECKF(fabsf(w[i] - e) < 1e-5f, "token %d: %g expected %g", i, w[i], e);
+    }
+
+    /* Greedy sampling sees the penalties: the top token, once repeated, loses. */
+    sampler_params g = base();
+    g.temperature = 0.0f;
+    g.repeat_penalty = 2.0f;
+    g.penalty_last_n = -1;
+    sampler *sg = sampler_new(&g, NV);
+    float a[NV] = {0};
+    a[4] = 3.0f; a[6] = 2.0f;
+    memcpy(w, a, sizeof w);
+    CHECK(sampler_sample(sg, w) == 4);
+    sampler_accept(sg, 4);
+    memcpy(w, a, sizeof w);
+    CHECK(sampler_sample(sg, w) == 6);
+    /* whole history (-1): a token accepted long ago is still penalized */
+    for (int i = 0; i < 1000; i++) sampler_accept(sg, 9);
+    memcpy(w, a, sizeof w);
+    CHECK(sampler_sample(sg, w) == 6);
+    /* reset forgets the history */
+    sampler_reset(sg);
+    memcpy(w, a, sizeof w);
+    CHECK(sampler_sample(sg, w) == 4);
+    sampler_free(sg);
+
+    /* penalty_last_n 0: nothing changes */
+    p.penalty_last_n = 0;
+    sampler *s0 = sampler_new(&p, NV);
+    for (int i = 0; i < 6; i++) sampler_accept(s0, hist[i]);
+    memcpy(w, l, sizeof w);
+    sampler_apply_bias_penalties(s0, w);
+    CHECK(memcmp(w, l, sizeof w) == 0);
+    sampler_free(s0);
+    sampler_free(s);
+}
+
+static void test_logit_bias(void) {
+    logit_bias_entry bias[] = {
+        {5, -INFINITY}, {2, 1.5f}, {-3, 100.0f}, {NV, 100.0f}, {1 << 30, 5.0f},
+    };
+    sampler_params p = base();
+    p.temperature = 0.0f;
+    p.logit_bias = bias;
+    p.n_logit_bias = 5;
+    sampler *s = sampler_new(&p, NV);
+    bias[1].bias = 1000.0f;     /* must not matter: the table was copied */
+    float l[NV] = {0}, w[NV];
+    l[5] = 10.0f; l[2] = 1.0f; l[8] = 2.0f;
+    memcpy(w, l, sizeof w);
+    CHECK(sampler_sample(s, w) == 2);    /* 5 banned; 2 gets 1 + 1.5 = 2.5 > 2 */
+    memcpy(w, l, sizeof w);
+    sampler_apply_bias_penalties(s, w);
+    CHECK(w[5] == -INFINITY);
+    CHECK(w[2] == 2.5f);
+    for (int i = 0; i < NV; i++) if (i != 5 && i != 2) CHECK(w[i] == l[i]);
+    sampler_free(s);
+
+    /* sampled: a banned token never appears, even when it dominates */
+    p = base();
+    p.logit_bias = bias;
+    p.n_logit_bias = 1;
+    s = sampler_new(&p, NV);
+    int hit = 0;
+    for (int d = 0; d < 5000; d++) {
+        memcpy(w, l, sizeof w);
+        if (sampler_sample(s, w) == 5) hit++;
+    }
+    CHECK(hit == 0);
+    sampler_free(s);
+
+    /* all banned: the argmax of the raw logits, for greedy and sampled */
+    logit_bias_entry ban[NV];
+    for (int i = 0; i < NV; i++) { ban[i].id = i; ban[i].bias = -INFINITY; }
+    for (int mode = 0; mode < 2; mode++) {
+        p = base();
+        p.temperature = mode ? 1.0f : 0.0f;
+        p.logit_bias = ban;
+        p.n_logit_bias = NV;
+        s = sampler_new(&p, NV);
+        memcpy(w, l, sizeof w);
+        CHECK(sampler_sample(s, w) == 5);
+        sampler_free(s);
+    }
+}
+
+static void test_odd_logits(void) {
+    sampler_params p = base();
+    p.top_k = 5;
+    p.top_p = 0.9f;
+    p.min_p = 0.01f;
+    sampler *s = sampler_new(&p, NV);
+    float w[NV];
+    /* NaN is never chosen while something else is possible */
+    int nan_hits = 0;
+    for (int d = 0; d < 2000; d++) {
+        for (int i = 0; i < NV; i++) w[i] = i % 3 ? NAN : 0.0f;
+        int32_t t = sampler_sample(s, w);
+        if (t < 0 || t >= NV || t % 3) nan_hits++;
+    }
+    CHECK(nan_hits == 0);
+    /* +inf tokens share the mass; the rest get nothing */
+    int cnt[NV] = {0};
+    for (int d = 0; d < 4000; d++) {
+        for (int i = 0; i < NV; i++) w[i] = 1.0f;
+        w[2] = w[9] = INFINITY;
+        int32_t t = sampler_sample(s, w);
+        if (t >= 0 && t < NV) cnt[t]++;
+    }
+    CHECK(cnt[2] + cnt[9] == 4000);
+    CHECK(cnt[2] > 1500 && cnt[9] > 1500);
+    /* all NaN / all -inf: in range */
+    for (int i = 0; i < NV; i++) w[i] = NAN;
+    int32_t t = sampler_sample(s, w);
+    CHECK(t >= 0 && t < NV);
+    for (int i = 0; i < NV; i++) w[i] = -INFINITY;
+    t = sampler_sample(s, w);
+    CHECK(t >= 0 && t < NV);
+    /* huge logits and a tiny temperature do not overflow */
+    sampler_free(s);
+    p = base();
+    p.temperature = 1e-30f;
+    s = sampler_new(&p, NV);
+    for (int i = 0; i < NV; i++) w[i] = (float)i * 1e37f - 3e38f;
+    CHECK(sampler_sample(s, w) == NV - 1);
+    sampler_free(s);
+    /* bad parameters: NaN top_p / min_p are off, min_p > 1 keeps the max */
+    p = base();
+    p.top_p = NAN;
+    p.min_p = 5.0f;
+    p.repeat_penalty = 0.0f;
+    p.penalty_last_n = 1 << 30;
+    s = sampler_new(&p, NV);
+    CHECK(s != NULL);
+    float l[NV] = {0};
+    l[7] = 1.0f;
+    for (int d = 0; d < 50; d++) {
+        memcpy(w, l, sizeof w);
+        CHECK(sampler_sample(s, w) == 7);
+        sampler_accept(s, 7);
+    }
+    sampler_free(s);
+    CHECK(sampler_new(&p, 0) == NULL);
+    sampler_free(NULL);
+}
+
+static void test_seeds(void) {
+    enum { N = 500, V = 1000 };
+    static float seq[N][V];
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < V; j++) seq[i][j] = rnd_logit(3.0f);
+    sampler_params p = base();
+    p.top_k = 50;
+    p.top_p = 0.95f;
+    p.min_p = 0.02f;
+    p.temperature = 0.9f;
+    p.repeat_penalty = 1.1f;
+    p.penalty_last_n = 32;
+    p.seed = 7;
+    sampler *a = sampler_new(&p, V), *b = sampler_new(&p, V);
+    p.seed = 8;
+    sampler *c = sampler_new(&p, V);
+    static float w[V];
+    int32_t ta[N];
+    int same_ab = 1, diff_ac = 0;
+    for (int i = 0; i < N; i++) {
+        memcpy(w, seq[i], sizeof w); ta[i] = sampler_sample(a, w); sampler_accept(a, ta[i]);
+        memcpy(w, seq[i], sizeof w); int32_t tb = sampler_sample(b, w); sampler_accept(b, tb);
+        memcpy(w, seq[i], sizeof w); int32_t tc = sampler_sample(c, w); sampler_accept(c, tc);
+        if (tb != ta[i]) same_ab = 0;
+        if (tc != ta[i]) diff_ac++;
+    }
+    CHECK(same_ab);
+    CHECKF(diff_ac > 50, "different seeds agree too often (%d of %d differ)", diff_ac, N);
+    /* reset: the same sequence again */
+    sampler_reset(a);
+    int again = 1;
+    for (int i = 0; i < N; i++) {
+        memcpy(w, seq[i], sizeof w);
+        int32_t t = sampler_sample(a, w);
+        sampler_accept(a, t);
+        if (t != ta[i]) again = 0;
+    }
+    CHECK(again);
+    sampler_free(a); sampler_free(b); sampler_free(c);
+}
+
+static void test_logprobs(void) {
+    enum { V = 5000 };
+    static float l[V];
+    for (int i = 0; i < V; i++) l[i] = rnd_logit(8.0f) + 500.0f;   /* big offset: stability */
+    l[17] = l[4000];                                               /* a tie */
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((double)logprob_of(l, V, i));
+    CHECKF(fabs(sum - 1.0) < 1e-4, "sum of probabilities %.6f", sum);
+    CHECK(logprob_of(l, V, -1) == -INFINITY);
+    CHECK(logprob_of(l, V, V) == -INFINITY);
+
+    token_logprob top[10];
+    logprob_top(l, V, 10, top);
+    /* brute force: the 10 largest, ties by lower id */
+    int used[V];
+    memset(used, 0, sizeof used);
+    for (int k = 0; k < 10; k++) {
+        int best = -1;
+        for (int i = 0; i < V; i++) if (!used[i] && (best < 0 || l[i] > l[best])) best = i;
+        used[best] = 1;
+        CHECKF(top[k].id == best, "top %d: id %d expected %d", k, top[k].id, best);
+        CHECK(fabsf(top[k].logprob - logprob_of(l, V, best)) < 1e-6f);
+        if (k) CHECK(top[k].logprob <= top[k - 1].logprob);
+        CHECK(top[k].logprob <= 0.0f);
+    }
+    /* more asked than the vocabulary has */
+    float small[3] = {1.0f, NAN, 2.0f};
+    token_logprob t5[5];
+    logprob_top(small, 3, 5, t5);
+    CHECK(t5[0].id == 2 && t5[1].id == 0 && t5[2].id == 1);
+    CHECK(t5[2].logprob == -INFINITY);
+    CHECK(t5[3].id == -1 && t5[4].id == -1);
+    double s2 = exp((double)t5[0].logprob) + exp((double)t5[1].logprob);
+    CHECK(fabs(s2 - 1.0) < 1e-6);
+}
+
+/* A real vocabulary size: correctness of the selection path and time. */
+static void test_big_vocab(void) {
+    enum { V = 151936, N = 200 };
+    float *l = malloc(V * sizeof *l), *w = malloc(V * sizeof *w);
+    for (int i = 0; i < V; i++) l[i] = rnd_logit(6.0f);
+    sampler_params p = base();
+    p.top_p = 0.9f;
+    p.min_p = 0.0f;
+    sampler *s = sampler_new(&p, V);
+    /* brute-force membership of top_p 0.9 via a threshold on the sorted set */
+    double mx = -INFINITY, z = 0;
+    for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+    for (int i = 0; i < V; i++) z += exp(l[i] - mx);
+    clock_t t0 = clock();
+    int outside = 0;
+    for (int d = 0; d < N; d++) {
+        memcpy(w, l, V * sizeof *l);
+        int32_t t = sampler_sample(s, w);
+        /* t is inside iff the mass of tokens strictly better than t is < 0.9 */
+        double above = 0;
+        for (int i = 0; i < V; i++)
+            if (l[i] > l[t] || (l[i] == l[t] && i < t)) above += exp(l[i] - mx);
+        if (above / z >= 0.9) outside++;
+    }
+    double ms = 1000.0 * (double)(clock() - t0) / CLOCKS_PER_SEC / N;
+    CHECK(outside == 0);
+    printf("big vocab: %.2f ms per draw incl. brute-force check\n", ms);
+    sampler_free(s);
+    free(l);
+    free(w);
+}
+
+int main(void) {
+    test_greedy();
+    test_temperature();
+    test_top_k();
+    test_top_p();
+    test_top_p_set();
+    test_min_p();
+    test_chain();
+    test_penalties();
+    test_logit_bias();
+    test_odd_logits();
+    test_seeds();
+    test_logprobs();
+    test_big_vocab();
+    return test_summary("sampler");
+}

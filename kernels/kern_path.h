@@ -1,0 +1,99 @@
+/* Private to kernels/: what one CPU path provides, the activations a matmul
+ * prepares once, and the packed weight layout the x86 paths read.
+ *
+ * Packed layout ("panels"). Rows are grouped in panels of KP_ROWS = 16 so
+ * that one 32-bit lane of a 512-bit vector holds one output row: a weight
+ * vector is 16 rows x 4 consecutive k (int8, for vpdpbusd) or 16 rows x 1 k
+ * (float), and one broadcast of 4 activation bytes (or 1 float) feeds all 16
+ * rows. Each panel is one contiguous range: the quants of every k-unit, then
+ * the scales of every k-unit (so vector loads stay 64-byte aligned), padded
+ * to 64 bytes. Missing rows of the last panels are zero.
+ *
+ * A k-unit is a block of 32 (Q4_0 .. Q8_0), a super-block of 256 (K-quants)
+ * or one column (F32/F16/BF16). Inside a unit, per 32-k block:
+ *   nibbles (256 B): 4 chunks c of 64 bytes; byte 4r+i of chunk c has the
+ *           low nibble q[r][8c+i] and the high nibble q[r][8c+4+i];
+ *   bit planes (64 B each): 8 little-endian uint64 j; bit 4r+i of word j
+ *           is one bit of q[r][4j+i] (bit 4 for Q5, bits 4 and 5 for Q6_K);
+ *   bytes (512 B, Q8_0): 8 chunks j; byte 4r+i = q[r][4j+i] ^ 0x80.
+ * So every weight is stored unsigned (the format's offset, 8/16/32/128, is
+ * applied through the activation sums), which is what vpdpbusd takes.
+ *
+ * Scales per unit (fp16 as in the file, so nothing is lost and get_row can
+ * rebuild the original blocks exactly):
+ *   Q4_0, Q5_0, Q8_0: d[16];   Q4_1, Q5_1: d[16], m[16];
+ *   Q4_K, Q5_K: d[16], dmin[16], sc[8][16], mn[8][16] (6-bit values in bytes);
+ *   Q6_K: d[16], sc[16][16] (int8).
+ */
+#ifndef HEARTH_KERN_PATH_H
+#define HEARTH_KERN_PATH_H
+
+#include "kernels.h"
+
+#define KP_ROWS 16          /* rows in a panel */
+#define KP_UNIT_ROWS 32     /* rows in one work item handed to a thread (2 panels) */
+
+typedef struct kpack {
+    int type;
+    int64_t n_in, n_out;
+    int64_t n_panels;       /* even: work items are whole pairs of panels */
+    int64_t units;          /* k-units per row */
+    size_t q_bytes;         /* quant bytes of one unit of one panel */
+    size_t s_bytes;         /* scale bytes of one unit of one panel */
+    size_t panel_bytes;     /* units * (q_bytes + s_bytes), rounded up to 64 */
+    uint8_t *data;          /* n_panels * panel_bytes, 64-byte aligned */
+    size_t alloc_bytes;
+} kpack;
+
+static inline const uint8_t *kp_panel(const kpack *p, int64_t panel) {
+    return p->data + (size_t)panel * p->panel_bytes;
+}
+static inline const uint8_t *kp_quants(const kpack *p, int64_t panel, int64_t unit) {
+    return kp_panel(p, panel) + (size_t)unit * p->q_bytes;
+}
+static inline const uint8_t *kp_scales(const kpack *p, int64_t panel, int64_t unit) {
+    return kp_panel(p, panel) + (size_t)p->units * p->q_bytes + (size_t)unit * p->s_bytes;
+}
+
+/* Activations as one matmul prepared them: M rows of n_in. */
+typedef struct kern_act {
+    int M;
+    int64_t n_in;
+    const float *x;         /* float rows (F32/F16/BF16 weights) */
+    const act_q8 *q;        /* M * (n_in / QK) blocks, row-major (integer formats) */
+    const int32_t *slo;     /* same shape: sum of qs[0..15] of each block (Q6_K's
+                             * scales cover 16 elements, so its offset needs it) */
+} kern_act;
+
+typedef struct kern_path {
+    const char *name;
+    /* True if this path computes `type` from the panel layout; other types
+     * run the scalar code on the original layout. */
+    bool (*packs)(int type);
+    /* y[m * n_out + n] for every m < M and n in [n0, n1); n0 is a multiple of
+     * KP_UNIT_ROWS. The weight is packed (or, for the scalar path, not). */
+    void (*rows)(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1);
+    /* Optional: act_quantize_row for one row, bit-identical to it, plus the
+     * half-block sums. NULL: the reference is used. */
+    void (*quantize)(const float *x, act_q8 *q, int32_t *slo, int64_t n);
+} kern_path;
+
+extern const kern_path kern_path_scalar;
+#if defined(__x86_64__)
+extern const kern_path kern_path_avx2;
+extern const kern_path kern_path_avx512;
+#endif
+#if defined(__aarch64__)
+/* Weak: the NEON path links in only when kernels/kern_neon.c provides it. */
+extern const kern_path kern_path_neon __attribute__((weak));
+#endif
+
+/* The table for a path id, or NULL when this build has none. */
+const kern_path *kern_path_get(kern_path_id id);
+
+/* Pack w (from w->data) for `path`; NULL on allocation failure or when the
+ * path does not pack this type. */
+kpack *kern_pack(const hweight *w);
+void kern_pack_free(kpack *p);
+
+#endif
