@@ -10,10 +10,11 @@
  * no random number is drawn.
  *
  * Every buffer is sized for n_vocab in sampler_new, so sampler_sample and
- * sampler_accept never allocate. Candidates are ordered by a total order
- * (logit descending, then id ascending), so ties are broken the same way
- * whichever algorithm (selection or sort) placed them, and the same seed and
- * the same logits always give the same tokens.
+ * sampler_accept never allocate. Candidates are ranked by a total order
+ * (logit descending, then id ascending), so a cut through equal logits
+ * (top_k, top_p) keeps the lowest ids, and the same seed with the same
+ * logits always gives the same tokens. top_k selects with a heap and top_p
+ * with buckets (see top_p_cut): neither sorts the whole vocabulary.
  *
  * Odd logits: NaN counts as -inf (never chosen), +inf as FLT_MAX (several of
  * them share the mass equally). If bias and penalties ban every token, the
@@ -199,6 +200,7 @@ void sampler_accept(sampler *s, int32_t token) {
 /* ---- the chain ----------------------------------------------------------- */
 
 void sampler_apply_bias_penalties(const sampler *s, float *logits) {
+    if (!s || !logits) return;
     for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
 
     float rp = s->p.repeat_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
@@ -209,7 +211,8 @@ void sampler_apply_bias_penalties(const sampler *s, float *logits) {
     for (int i = 0; i < s->n_uniq; i++) {
         int32_t t = s->uniq[i];
         float l = logits[t];
-        /* llama.cpp: a repeated token always becomes less likely */
+        /* llama.cpp: dividing a positive logit and multiplying a negative
+         * one both push it the same way (down for a penalty > 1) */
         l = l > 0.0f ? l / rp : l * rp;
         /* OpenAI: frequency scales with the count, presence is once */
         l -= (float)s->counts[t] * fp + pp;
@@ -351,10 +354,10 @@ int32_t sampler_sample(sampler *s, float *logits) {
     if (s->p.min_p > 0.0f && nc > 1) {
         double thr = (double)mx + log((double)s->p.min_p);
         if (thr > mx) thr = mx;         /* min_p > 1: the max still survives */
-        int k = 0;
+        int kept = 0;
         for (int i = 0; i < nc; i++)
-            if ((double)c[i].logit >= thr) c[k++] = c[i];
-        nc = k;
+            if ((double)c[i].logit >= thr) c[kept++] = c[i];
+        nc = kept;
     }
 
     /* temperature and the draw, in double so tiny temperatures cannot

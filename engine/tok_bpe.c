@@ -186,7 +186,7 @@ void bpe_free(tokenizer *t) {
 /* ---- encoding ------------------------------------------------------------ */
 
 typedef struct {
-    int32_t id, prev, next;     /* id -1: a byte with no token; -2: merged away */
+    int32_t id, prev, next;     /* id -1: a byte with no token (unk); -2: merged away */
 } bpe_sym;
 
 typedef struct {
@@ -214,6 +214,7 @@ static void emit(bpe_state *st, int32_t id) {
 static void bpe_word(bpe_state *st, const unsigned char *s, size_t n) {
     const tokenizer *t = st->t;
     if (n == 1) { emit(st, t->byte_sym[s[0]]); return; }
+    if (n > INT32_MAX / 2) { st->out->oom = true; return; }   /* symbol indices are int32 */
     if (n > st->sym_cap) {
         free(st->sym);
         free(st->mapped);

@@ -46,6 +46,7 @@ struct tokenizer {
     uint32_t *text_off, *text_len;
     char *piece;                /* decoded bytes of every token (no specials) */
     uint32_t *piece_off, *piece_len;
+    size_t max_piece;           /* longest piece, rendered specials included */
     float *score;
     uint8_t *type;
     uint8_t *eog;               /* 1 for end-of-generation ids */
@@ -67,7 +68,7 @@ struct tokenizer {
     bpe_merge *merges;
     uint32_t merges_mask;
     int32_t byte_sym[256];      /* token of each byte's byte-level char */
-    pcre2_code *re[2];         /* pre-tokenizer, applied in turn */
+    pcre2_code *re[2];          /* pre-tokenizer, applied in turn */
     int n_re;
     bool ignore_merges;         /* a pre-token that is a whole token is kept */
 };

@@ -39,7 +39,7 @@ static void try_pair(spm_state *st, int32_t l, int32_t r) {
 
 void spm_encode(const tokenizer *t, const char *s, size_t len, bool space_prefix, tok_vec *out) {
     if (len == 0) return;
-    if (len > (UINT32_MAX - 3) / 3) { out->oom = true; return; }
+    if (len > (INT32_MAX - 3) / 3) { out->oom = true; return; }    /* symbol indices are int32 */
     /* escape: optional leading space, then every ' ' as U+2581 */
     char *text = malloc(3 * len + 3);
     if (!text) { out->oom = true; return; }

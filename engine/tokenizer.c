@@ -122,11 +122,13 @@ static int32_t meta_id(const gguf_file *g, const char *key, int n_vocab) {
     return (int32_t)v;
 }
 
-/* The first of the texts (NULL-terminated list) present in the vocabulary. */
+/* The first of the texts (NULL-terminated list) that is a special token of
+ * the vocabulary: an ordinary word that happens to read "</s>" (Qwen has
+ * one) is not. */
 static int32_t find_any(const tokenizer *t, const char *const *texts) {
     for (; *texts; texts++) {
         int32_t id = tokenizer_find(t, *texts);
-        if (id >= 0) return id;
+        if (id >= 0 && t->type[id] != TT_NORMAL) return id;
     }
     return -1;
 }
@@ -135,7 +137,7 @@ static bool is_byte_token_text(const char *s, uint32_t len, unsigned *byte) {
     static const char hex[] = "0123456789ABCDEF";
     if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return false;
     const char *hi = memchr(hex, s[3], 16), *lo = memchr(hex, s[4], 16);
-    if (!hi || !lo || !s[3] || !s[4]) return false;
+    if (!hi || !lo) return false;
     *byte = (unsigned)((hi - hex) * 16 + (lo - hex));
     return true;
 }
@@ -207,6 +209,9 @@ static int build_pieces(tokenizer *t) {
     if (!t->piece_off || !t->piece_len) return -1;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         size_t n = decode_piece(t, id, NULL);
+        bool raw = t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN;    /* rendered as text */
+        size_t longest = raw && t->text_len[id] > n ? t->text_len[id] : n;
+        if (longest > t->max_piece) t->max_piece = longest;
         t->piece_off[id] = (uint32_t)total;
         t->piece_len[id] = (uint32_t)n;
         total += n;
@@ -332,11 +337,11 @@ static void read_specials(tokenizer *t, const gguf_file *g, const char *pre) {
     static const char *const eos_texts[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>", NULL};
     static const char *const unk_texts[] = {"<unk>", NULL};
     static const char *const eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                            "<EOT>", "<|end▁of▁sentence|>", NULL};
+                                            "<EOT>", "<｜end▁of▁sentence｜>", NULL};
     static const char *const eom_texts[] = {"<|eom_id|>", NULL};
     static const char *const eog_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
                                             "<|endoftext|>", "</s>", "<|end_of_text|>", "<|eom_id|>",
-                                            "<EOT>", NULL};
+                                            "<EOT>", "<｜end▁of▁sentence｜>", NULL};
     static const char *const pre_texts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>",
                                             "▁<PRE>", "<｜fim▁begin｜>", NULL};
     static const char *const suf_texts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>",
@@ -357,9 +362,6 @@ static void read_specials(tokenizer *t, const gguf_file *g, const char *pre) {
                                                            : find_any(t, eot_texts);
     t->eom = gguf_find_kv(g, "tokenizer.ggml.eom_token_id") ? meta_id(g, "tokenizer.ggml.eom_token_id", n)
                                                            : find_any(t, eom_texts);
-    /* found-by-text ids must be special tokens, not ordinary words */
-    if (!eos_kv && t->eos >= 0 && t->type[t->eos] == TT_NORMAL) t->eos = -1;
-    if (t->eot >= 0 && t->type[t->eot] == TT_NORMAL && !gguf_find_kv(g, "tokenizer.ggml.eot_token_id")) t->eot = -1;
 
     t->fim_pre = meta_id(g, "tokenizer.ggml.fim_pre_token_id", n);
     if (t->fim_pre < 0) t->fim_pre = meta_id(g, "tokenizer.ggml.prefix_token_id", n);
@@ -381,8 +383,9 @@ static void read_specials(tokenizer *t, const gguf_file *g, const char *pre) {
     if (t->eot >= 0) t->eog[t->eot] = 1;
     if (t->eom >= 0) t->eog[t->eom] = 1;
     for (const char *const *p = eog_texts; *p; p++) {
-        int32_t id = tokenizer_find(t, *p);
-        if (id >= 0 && t->type[id] != TT_NORMAL) t->eog[id] = 1;
+        const char *one[] = {*p, NULL};
+        int32_t id = find_any(t, one);
+        if (id >= 0) t->eog[id] = 1;
     }
 }
 
@@ -492,7 +495,10 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len,
     }
     if (len > raw) encode_raw(t, text + raw, len - raw, after_special, &v);
     if (add_special && t->add_eos && t->eos >= 0) tok_vec_push(&v, t->eos);
-    if (!v.oom && !v.v) tok_vec_push(&v, 0), v.n = 0;   /* always hand back an array */
+    if (!v.v) {                 /* no tokens: still hand back an array */
+        v.v = malloc(sizeof *v.v);
+        if (!v.v) v.oom = true;
+    }
     if (v.oom || v.n > INT_MAX) {
         free(v.v);
         return -1;
@@ -512,6 +518,7 @@ bool tokenizer_add_eos(const tokenizer *t) { return t->add_eos && t->eos >= 0; }
 int32_t tokenizer_fim_pre(const tokenizer *t) { return t->fim_pre; }
 int32_t tokenizer_fim_suf(const tokenizer *t) { return t->fim_suf; }
 int32_t tokenizer_fim_mid(const tokenizer *t) { return t->fim_mid; }
+size_t tokenizer_max_piece(const tokenizer *t) { return t->max_piece; }
 
 static bool valid_id(const tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab; }
 
@@ -610,6 +617,8 @@ static size_t complete_prefix(const unsigned char *b, size_t n) {
     return n;
 }
 
+/* out gets the pending bytes of the last call and then the piece; a piece
+ * that does not fit in cap is cut (see tokenizer_max_piece). */
 size_t detok_push(detok_stream *s, int32_t id, char *out, size_t cap) {
     size_t len;
     const char *p = piece_at(s->t, id, s->render_special, &s->at_start, &len);

@@ -65,6 +65,11 @@ void detok_init(detok_stream *s, const tokenizer *t, bool render_special);
 size_t detok_push(detok_stream *s, int32_t id, char *out, size_t cap);
 /* Whatever is still pending at the end (an incomplete character). */
 size_t detok_flush(detok_stream *s, char *out, size_t cap);
+/* Added by the tokenizer: the longest piece any token decodes to (specials
+ * rendered included), in bytes. detok_push never cuts a piece when
+ * cap >= tokenizer_max_piece(t) + 4; tokenizer_token_bytes copies at most
+ * cap bytes and returns the count copied. */
+size_t tokenizer_max_piece(const tokenizer *t);
 
 struct gguf_writer;
 /* Read a Hugging Face tokenizer.json and write its vocabulary as GGUF

@@ -1,1 +1,509 @@
-/* placeholder: being written */
+/* The matmul entry points: activation preparation, threading, the packed
+ * panel layout (see kern_path.h) and its inverse for embedding lookups.
+ *
+ * Batch invariance: work is split over output rows only (pairs of panels
+ * handed out through pool_run), activations are quantized row by row, and
+ * every path computes each output with the accumulation order formats.c
+ * defines. So a row's result does not depend on M, on the thread split, or
+ * on the path. */
+#include "kernels.h"
+#include "kern_path.h"
+#include "../engine/pool.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#if defined(__linux__) || defined(__APPLE__)
+#include <sys/mman.h>
+#endif
+
+/* ---- scratch ------------------------------------------------------------- */
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Layout: act_q8 blocks of every row, then the int32 half sums. */
+static size_t scratch_q_bytes(int64_t rows, int64_t n_in) {
+    return align64((size_t)rows * (size_t)((n_in + QK - 1) / QK) * sizeof(act_q8));
+}
+
+size_t kern_scratch_bytes(int64_t max_rows, int64_t max_n_in) {
+    if (max_rows < 1) max_rows = 1;
+    size_t nb = (size_t)((max_n_in + QK - 1) / QK);
+    return 64 + scratch_q_bytes(max_rows, max_n_in) + align64((size_t)max_rows * nb * sizeof(int32_t));
+}
+
+/* ---- activation preparation ------------------------------------------------ */
+
+typedef struct {
+    const float *x;
+    act_q8 *q;
+    int32_t *slo;
+    int64_t n_in;
+    void (*quantize)(const float *x, act_q8 *q, int32_t *slo, int64_t n);
+} quant_job;
+
+static void reference_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
+    act_quantize_row(x, q, n);
+    for (int64_t b = 0; b < n / QK; b++) {
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++) s += q[b].qs[j];
+        slo[b] = s;
+    }
+}
+
+static void quant_rows(void *ctx, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const quant_job *j = ctx;
+    int64_t nb = j->n_in / QK;
+    for (int64_t m = begin; m < end; m++)
+        j->quantize(j->x + m * j->n_in, j->q + m * nb, j->slo + m * nb, j->n_in);
+}
+
+/* ---- matmul -------------------------------------------------------------- */
+
+typedef struct {
+    const kern_path *path;
+    const hweight *w;
+    const kern_act *a;
+    float *y;
+} rows_job;
+
+static void run_rows(void *ctx, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const rows_job *j = ctx;
+    int64_t n0 = begin * KP_UNIT_ROWS, n1 = end * KP_UNIT_ROWS;
+    if (n1 > j->w->n_out) n1 = j->w->n_out;
+    j->path->rows(j->w, j->a, j->y, n0, n1);
+}
+
+void kern_matmul(const hweight *w, int M, const float *x, float *y,
+                 kern_scratch *scratch, struct hpool *pool) {
+    if (M <= 0 || w->n_out <= 0) return;
+    const format_info *f = format_get(w->type);
+    const kern_path *path = w->packed ? kern_path_get((kern_path_id)w->packed_path) : &kern_path_scalar;
+    if (!f || !path) {
+        fprintf(stderr, "hearth: kern_matmul: unsupported weight (%s)\n", format_name(w->type));
+        abort();
+    }
+    kern_act a = { .M = M, .n_in = w->n_in, .x = x, .q = NULL, .slo = NULL };
+    int threads = pool_threads(pool);
+
+    if (f->uses_act_q8) {
+        size_t need = kern_scratch_bytes(M, w->n_in);
+        if (!scratch || !scratch->buf || scratch->size < need) {
+            fprintf(stderr, "hearth: kern_matmul: scratch of %zu bytes, %zu needed (M=%d, n_in=%lld)\n",
+                    scratch ? scratch->size : 0, need, M, (long long)w->n_in);
+            abort();
+        }
+        uint8_t *base = (uint8_t *)(((uintptr_t)scratch->buf + 63) & ~(uintptr_t)63);
+        act_q8 *q = (act_q8 *)base;
+        int32_t *slo = (int32_t *)(base + scratch_q_bytes(M, w->n_in));
+        quant_job qj = { x, q, slo, w->n_in, path->quantize ? path->quantize : reference_quantize };
+        pool_run(pool, quant_rows, &qj, M, (M + 4 * threads - 1) / (4 * threads));
+        a.q = q;
+        a.slo = slo;
+    }
+
+    /* Work items are pairs of panels; about 8 blocks per thread lets the
+     * dynamic hand-out even out a slow worker. */
+    int64_t items = (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS;
+    int64_t grain = items / (8 * threads);
+    if (grain < 1) grain = 1;
+    rows_job rj = { path, w, &a, y };
+    pool_run(pool, run_rows, &rj, items, grain);
+}
+
+/* ---- packing --------------------------------------------------------------- */
+
+/* The integer content of one k-unit of one row: unsigned quants as the
+ * packed layout stores them, and the scale fields. */
+typedef struct {
+    uint8_t q[QK_K];
+    fp16_t d, m;            /* d and m (Q4_1/Q5_1) or dmin (K-quants) */
+    uint8_t sc[16], mn[8];  /* K-quant scales (Q6_K: 16 int8 as bytes) */
+} unit_vals;
+
+typedef struct {
+    int unit;               /* k per unit */
+    int qb32;               /* quant bytes of one 32-k block of a panel */
+    size_t s_bytes;         /* scale bytes of one unit of a panel */
+} pack_fmt;
+
+static bool pack_fmt_of(int type, pack_fmt *pf) {
+    switch (type) {
+    case FMT_Q4_0: *pf = (pack_fmt){ QK, 256, 32 }; return true;
+    case FMT_Q4_1: *pf = (pack_fmt){ QK, 256, 64 }; return true;
+    case FMT_Q5_0: *pf = (pack_fmt){ QK, 320, 32 }; return true;
+    case FMT_Q5_1: *pf = (pack_fmt){ QK, 320, 64 }; return true;
+    case FMT_Q8_0: *pf = (pack_fmt){ QK, 512, 32 }; return true;
+    case FMT_Q4_K: *pf = (pack_fmt){ QK_K, 256, 320 }; return true;
+    case FMT_Q5_K: *pf = (pack_fmt){ QK_K, 320, 320 }; return true;
+    case FMT_Q6_K: *pf = (pack_fmt){ QK_K, 384, 288 }; return true;
+    case FMT_F32:  *pf = (pack_fmt){ 1, 0, 0 }; return true;
+    case FMT_F16:
+    case FMT_BF16: *pf = (pack_fmt){ 1, 0, 0 }; return true;
+    default: return false;
+    }
+}
+
+static size_t float_size(int type) { return type == FMT_F32 ? 4 : 2; }
+
+static uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void wr32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+}
+
+/* Q4_0..Q5_1: quant j < 16 is the low nibble of qs[j], else the high nibble
+ * of qs[j-16]; bit 4 is bit j of qh. */
+static void nib32_get(const uint8_t *qs, uint32_t qh, uint8_t *q) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = (uint8_t)((qs[j] & 15) | ((qh >> j) & 1) << 4);
+        q[j + 16] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+    }
+}
+static uint32_t nib32_put(uint8_t *qs, const uint8_t *q) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+    for (int j = 0; j < 32; j++) qh |= (uint32_t)((q[j] >> 4) & 1) << j;
+    return qh;
+}
+
+/* Q4_K/Q5_K scales: 6-bit sc and m of 8 sub-blocks in 12 bytes. */
+static void kq_get_scales(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 15) | (s[j] >> 6) << 4);
+        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | (s[j + 4] >> 6) << 4);
+    }
+}
+static void kq_put_scales(uint8_t *s, const uint8_t sc[8], const uint8_t mn[8]) {
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s[j + 4] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+        s[j + 8] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
+    }
+}
+
+/* Q6_K element i: low 4 bits in ql[64h + l + 32(g&1)] (low nibble for g < 2),
+ * high 2 bits at bits 2g of qh[32h + l]; h = i/128, g = i%128/32, l = i%32. */
+static int q6_ql_index(int i) { return 64 * (i / 128) + i % 32 + 32 * ((i % 128 / 32) & 1); }
+static int q6_qh_index(int i) { return 32 * (i / 128) + i % 32; }
+static int q6_shift(int i) { return 2 * (i % 128 / 32); }
+
+static void decode_unit(int type, const uint8_t *src, unit_vals *v) {
+    switch (type) {
+    case FMT_Q4_0: { const block_q4_0 *b = (const void *)src; v->d = b->d; nib32_get(b->qs, 0, v->q); break; }
+    case FMT_Q4_1: { const block_q4_1 *b = (const void *)src; v->d = b->d; v->m = b->m; nib32_get(b->qs, 0, v->q); break; }
+    case FMT_Q5_0: { const block_q5_0 *b = (const void *)src; v->d = b->d; nib32_get(b->qs, rd32(b->qh), v->q); break; }
+    case FMT_Q5_1: { const block_q5_1 *b = (const void *)src; v->d = b->d; v->m = b->m; nib32_get(b->qs, rd32(b->qh), v->q); break; }
+    case FMT_Q8_0: {
+        const block_q8_0 *b = (const void *)src;
+        v->d = b->d;
+        for (int j = 0; j < QK; j++) v->q[j] = (uint8_t)b->qs[j] ^ 0x80;   /* q + 128 */
+        break;
+    }
+    case FMT_Q4_K:
+    case FMT_Q5_K: {
+        const uint8_t *qs, *qh = NULL, *scales;
+        if (type == FMT_Q4_K) {
+            const block_q4_k *b = (const void *)src;
+            v->d = b->d; v->m = b->dmin; qs = b->qs; scales = b->scales;
+        } else {
+            const block_q5_k *b = (const void *)src;
+            v->d = b->d; v->m = b->dmin; qs = b->qs; qh = b->qh; scales = b->scales;
+        }
+        kq_get_scales(scales, v->sc, v->mn);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) {
+                uint8_t byte = qs[32 * (j / 2) + l];
+                int q = (j & 1) ? byte >> 4 : byte & 15;
+                if (qh) q |= ((qh[l] >> j) & 1) << 4;
+                v->q[32 * j + l] = (uint8_t)q;
+            }
+        break;
+    }
+    case FMT_Q6_K: {
+        const block_q6_k *b = (const void *)src;
+        v->d = b->d;
+        for (int j = 0; j < 16; j++) v->sc[j] = (uint8_t)b->scales[j];
+        for (int i = 0; i < QK_K; i++) {
+            uint8_t lo = b->ql[q6_ql_index(i)];
+            int q = (i % 128 < 64 ? lo & 15 : lo >> 4) | ((b->qh[q6_qh_index(i)] >> q6_shift(i)) & 3) << 4;
+            v->q[i] = (uint8_t)q;
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+static void encode_unit(int type, const unit_vals *v, uint8_t *dst) {
+    switch (type) {
+    case FMT_Q4_0: { block_q4_0 *b = (void *)dst; b->d = v->d; nib32_put(b->qs, v->q); break; }
+    case FMT_Q4_1: { block_q4_1 *b = (void *)dst; b->d = v->d; b->m = v->m; nib32_put(b->qs, v->q); break; }
+    case FMT_Q5_0: { block_q5_0 *b = (void *)dst; b->d = v->d; wr32(b->qh, nib32_put(b->qs, v->q)); break; }
+    case FMT_Q5_1: { block_q5_1 *b = (void *)dst; b->d = v->d; b->m = v->m; wr32(b->qh, nib32_put(b->qs, v->q)); break; }
+    case FMT_Q8_0: {
+        block_q8_0 *b = (void *)dst;
+        b->d = v->d;
+        for (int j = 0; j < QK; j++) b->qs[j] = (int8_t)(v->q[j] ^ 0x80);
+        break;
+    }
+    case FMT_Q4_K:
+    case FMT_Q5_K: {
+        uint8_t *qs, *qh = NULL;
+        if (type == FMT_Q4_K) {
+            block_q4_k *b = (void *)dst;
+            b->d = v->d; b->dmin = v->m; qs = b->qs; kq_put_scales(b->scales, v->sc, v->mn);
+        } else {
+            block_q5_k *b = (void *)dst;
+            b->d = v->d; b->dmin = v->m; qs = b->qs; qh = b->qh; kq_put_scales(b->scales, v->sc, v->mn);
+            memset(qh, 0, QK_K / 8);
+        }
+        memset(qs, 0, QK_K / 2);
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) {
+                int q = v->q[32 * j + l];
+                qs[32 * (j / 2) + l] |= (uint8_t)((j & 1) ? (q & 15) << 4 : (q & 15));
+                if (qh) qh[l] |= (uint8_t)(((q >> 4) & 1) << j);
+            }
+        break;
+    }
+    case FMT_Q6_K: {
+        block_q6_k *b = (void *)dst;
+        memset(b, 0, sizeof *b);
+        b->d = v->d;
+        for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)v->sc[j];
+        for (int i = 0; i < QK_K; i++) {
+            int q = v->q[i];
+            b->ql[q6_ql_index(i)] |= (uint8_t)(i % 128 < 64 ? q & 15 : (q & 15) << 4);
+            b->qh[q6_qh_index(i)] |= (uint8_t)(((q >> 4) & 3) << q6_shift(i));
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Where row r (0..15) of a panel keeps its fields inside one unit. */
+static void put_row_unit(int type, const pack_fmt *pf, uint8_t *qdst, uint8_t *sdst, int r, const unit_vals *v) {
+    fp16_t *h = (fp16_t *)sdst;
+    switch (type) {
+    case FMT_Q4_0: case FMT_Q5_0: case FMT_Q8_0: h[r] = v->d; break;
+    case FMT_Q4_1: case FMT_Q5_1: h[r] = v->d; h[16 + r] = v->m; break;
+    case FMT_Q4_K: case FMT_Q5_K:
+        h[r] = v->d; h[16 + r] = v->m;
+        for (int s = 0; s < 8; s++) { sdst[64 + 16 * s + r] = v->sc[s]; sdst[192 + 16 * s + r] = v->mn[s]; }
+        break;
+    case FMT_Q6_K:
+        h[r] = v->d;
+        for (int s = 0; s < 16; s++) sdst[32 + 16 * s + r] = v->sc[s];
+        break;
+    default: break;
+    }
+    for (int blk = 0; blk < pf->unit / QK; blk++) {
+        const uint8_t *q = v->q + QK * blk;
+        uint8_t *d = qdst + (size_t)pf->qb32 * blk;
+        if (type == FMT_Q8_0) {
+            for (int j = 0; j < 8; j++)
+                for (int i = 0; i < 4; i++) d[64 * j + 4 * r + i] = q[4 * j + i];
+            continue;
+        }
+        for (int c = 0; c < 4; c++)
+            for (int i = 0; i < 4; i++)
+                d[64 * c + 4 * r + i] = (uint8_t)((q[8 * c + i] & 15) | (q[8 * c + 4 + i] & 15) << 4);
+        int planes = pf->qb32 == 320 ? 1 : pf->qb32 == 384 ? 2 : 0;
+        for (int pl = 0; pl < planes; pl++)
+            for (int j = 0; j < 8; j++)
+                for (int i = 0; i < 4; i++) {
+                    int bit = 4 * r + i;
+                    if ((q[4 * j + i] >> (4 + pl)) & 1)
+                        d[256 + 64 * pl + 8 * j + bit / 8] |= (uint8_t)(1u << (bit % 8));
+                }
+    }
+}
+
+static void get_row_unit(int type, const pack_fmt *pf, const uint8_t *qsrc, const uint8_t *ssrc, int r, unit_vals *v) {
+    const fp16_t *h = (const fp16_t *)ssrc;
+    memset(v, 0, sizeof *v);
+    switch (type) {
+    case FMT_Q4_0: case FMT_Q5_0: case FMT_Q8_0: v->d = h[r]; break;
+    case FMT_Q4_1: case FMT_Q5_1: v->d = h[r]; v->m = h[16 + r]; break;
+    case FMT_Q4_K: case FMT_Q5_K:
+        v->d = h[r]; v->m = h[16 + r];
+        for (int s = 0; s < 8; s++) { v->sc[s] = ssrc[64 + 16 * s + r]; v->mn[s] = ssrc[192 + 16 * s + r]; }
+        break;
+    case FMT_Q6_K:
+        v->d = h[r];
+        for (int s = 0; s < 16; s++) v->sc[s] = ssrc[32 + 16 * s + r];
+        break;
+    default: break;
+    }
+    for (int blk = 0; blk < pf->unit / QK; blk++) {
+        uint8_t *q = v->q + QK * blk;
+        const uint8_t *d = qsrc + (size_t)pf->qb32 * blk;
+        if (type == FMT_Q8_0) {
+            for (int j = 0; j < 8; j++)
+                for (int i = 0; i < 4; i++) q[4 * j + i] = d[64 * j + 4 * r + i];
+            continue;
+        }
+        for (int c = 0; c < 4; c++)
+            for (int i = 0; i < 4; i++) {
+                uint8_t byte = d[64 * c + 4 * r + i];
+                q[8 * c + i] = byte & 15;
+                q[8 * c + 4 + i] = byte >> 4;
+            }
+        int planes = pf->qb32 == 320 ? 1 : pf->qb32 == 384 ? 2 : 0;
+        for (int pl = 0; pl < planes; pl++)
+            for (int j = 0; j < 8; j++)
+                for (int i = 0; i < 4; i++) {
+                    int bit = 4 * r + i;
+                    q[4 * j + i] |= (uint8_t)(((d[256 + 64 * pl + 8 * j + bit / 8] >> (bit % 8)) & 1) << (4 + pl));
+                }
+    }
+}
+
+static void *alloc_aligned(size_t size, size_t *alloc_bytes) {
+    /* Big weights on 2 MiB boundaries so transparent huge pages can back them
+     * (fewer TLB misses while streaming them every token). */
+    size_t align = size >= (4u << 20) ? (2u << 20) : 64;
+    size = (size + align - 1) & ~(align - 1);
+    void *p = NULL;
+    if (posix_memalign(&p, align, size) != 0) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (align > 64) madvise(p, size, MADV_HUGEPAGE);
+#endif
+    *alloc_bytes = size;
+    return p;
+}
+
+kpack *kern_pack(const hweight *w) {
+    pack_fmt pf;
+    if (!pack_fmt_of(w->type, &pf) || w->n_in <= 0 || w->n_out <= 0 || w->n_in % pf.unit) return NULL;
+    if (w->row_bytes != format_row_bytes(w->type, w->n_in)) return NULL;
+    kpack *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->type = w->type;
+    p->n_in = w->n_in;
+    p->n_out = w->n_out;
+    p->n_panels = (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS * (KP_UNIT_ROWS / KP_ROWS);
+    p->units = w->n_in / pf.unit;
+    if (pf.unit == 1) {
+        p->q_bytes = KP_ROWS * float_size(w->type);
+        p->s_bytes = 0;
+    } else {
+        p->q_bytes = (size_t)pf.qb32 * (pf.unit / QK);
+        p->s_bytes = pf.s_bytes;
+    }
+    p->panel_bytes = align64((size_t)p->units * (p->q_bytes + p->s_bytes));
+    p->data = alloc_aligned((size_t)p->n_panels * p->panel_bytes, &p->alloc_bytes);
+    if (!p->data) { free(p); return NULL; }
+    memset(p->data, 0, p->alloc_bytes);
+
+    size_t ub = (size_t)format_get(w->type)->block_bytes * (size_t)(pf.unit == 1 ? 1 : pf.unit / format_get(w->type)->block_elems);
+    for (int64_t n = 0; n < w->n_out; n++) {
+        int64_t panel = n / KP_ROWS;
+        int r = (int)(n % KP_ROWS);
+        const uint8_t *row = w->data + (size_t)n * w->row_bytes;
+        uint8_t *pbase = p->data + (size_t)panel * p->panel_bytes;
+        if (pf.unit == 1) {
+            size_t es = float_size(w->type);
+            for (int64_t k = 0; k < w->n_in; k++)
+                memcpy(pbase + (size_t)k * p->q_bytes + (size_t)r * es, row + (size_t)k * es, es);
+            continue;
+        }
+        unit_vals v;
+        for (int64_t u = 0; u < p->units; u++) {
+            decode_unit(w->type, row + (size_t)u * ub, &v);
+            put_row_unit(w->type, &pf, pbase + (size_t)u * p->q_bytes,
+                         pbase + (size_t)p->units * p->q_bytes + (size_t)u * p->s_bytes, r, &v);
+        }
+    }
+    return p;
+}
+
+void kern_pack_free(kpack *p) {
+    if (!p) return;
+    free(p->data);
+    free(p);
+}
+
+/* Row `row` back into the GGUF layout, one unit at a time, and through the
+ * reference dequantizer: the same floats as from the original row. */
+static void pack_get_row(const kpack *p, int64_t row, float *out) {
+    pack_fmt pf;
+    pack_fmt_of(p->type, &pf);
+    int r = (int)(row % KP_ROWS);
+    if (pf.unit == 1) {
+        const uint8_t *pbase = kp_panel(p, row / KP_ROWS);
+        size_t es = float_size(p->type);
+        uint8_t buf[4];
+        for (int64_t k = 0; k < p->n_in; k++) {
+            memcpy(buf, pbase + (size_t)k * p->q_bytes + (size_t)r * es, es);
+            format_dequantize_row(p->type, buf, out + k, 1);
+        }
+        return;
+    }
+    unit_vals v;
+    union { block_q6_k q6; block_q5_k q5; block_q8_0 q8; } block;   /* the largest units */
+    for (int64_t u = 0; u < p->units; u++) {
+        get_row_unit(p->type, &pf, kp_quants(p, row / KP_ROWS, u), kp_scales(p, row / KP_ROWS, u), r, &v);
+        encode_unit(p->type, &v, (uint8_t *)&block);
+        format_dequantize_row(p->type, &block, out + u * pf.unit, pf.unit);
+    }
+}
+
+/* ---- weights ------------------------------------------------------------------ */
+
+/* The original rows are a private read-only map of the GGUF file; once packed
+ * they are never read again (unless a path without packing runs), so their
+ * pages are handed back. MADV_PAGEOUT keeps the contents (a later read faults
+ * them in from the file) and leaves memory that is not a file map intact, so
+ * it is safe whatever `data` points to; MADV_DONTNEED would zero anonymous
+ * memory (weights built in memory by tests). */
+static void release_source(const hweight *w) {
+#if defined(__linux__) && defined(MADV_PAGEOUT)
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    uintptr_t hi = ((uintptr_t)w->data + w->row_bytes * (size_t)w->n_out) & ~((uintptr_t)pg - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+#else
+    (void)w;
+#endif
+}
+
+int kern_prepare_weight(hweight *w) {
+    if (w->packed) return 0;
+    kern_path_id id = kernels_current();
+    const kern_path *path = kern_path_get(id);
+    if (!path || !path->packs(w->type)) return 0;
+    kpack *p = kern_pack(w);
+    if (!p) {
+        pack_fmt pf;
+        if (pack_fmt_of(w->type, &pf) && w->n_in % pf.unit == 0 && w->row_bytes == format_row_bytes(w->type, w->n_in))
+            return -1;          /* allocation failed */
+        return 0;               /* a shape the layout does not take: stay scalar */
+    }
+    w->packed = p;
+    w->packed_path = (int)id;
+    release_source(w);
+    return 0;
+}
+
+void kern_release_weight(hweight *w) {
+    if (!w->packed) return;
+    kern_pack_free(w->packed);
+    w->packed = NULL;
+    w->packed_path = KPATH_SCALAR;
+}
+
+void kern_get_row(const hweight *w, int64_t row, float *out) {
+    if (w->packed) pack_get_row(w->packed, row, out);
+    else format_dequantize_row(w->type, w->data + (size_t)row * w->row_bytes, out, w->n_in);
+}

@@ -170,6 +170,36 @@ static void test_names(void) {
     CHECK(chat_template_name(-1) == NULL);
 }
 
+/* Random conversations in every family: a result exactly when every role
+ * is one the family takes, and it is NUL-terminated (sanitizers check the
+ * rest). */
+static void test_random(void) {
+    const char *roles[] = {"system", "user", "assistant", "tool", "bogus", NULL};
+    const char *texts[] = {"", " ", "hi", "\n\t x \n", "<|im_end|>", NULL, "a longer line of text"};
+    uint32_t r = 1;
+    int bad = 0;
+    for (int it = 0; it < 4000; it++) {
+        chat_msg m[6];
+        int n = (int)((r = r * 1664525u + 1013904223u) >> 8) % 7;
+        int id = (int)((r = r * 1664525u + 1013904223u) >> 8) % TPL_COUNT;
+        bool ok = true;
+        for (int i = 0; i < n && i < 6; i++) {
+            int ri = (int)((r = r * 1664525u + 1013904223u) >> 8) % 12;
+            ri = ri < 4 ? ri % 3 : ri < 10 ? ri % 4 : ri - 6;   /* mostly valid roles */
+            m[i].role = roles[ri];
+            m[i].content = texts[((r = r * 1664525u + 1013904223u) >> 8) % 7];
+            if (ri >= 4 || (ri == 3 && id != TPL_CHATML && id != TPL_LLAMA3)) ok = false;
+        }
+        if (n > 6) n = 6;
+        char err[128] = "";
+        char *s = chat_template_render(id, m, n, it & 1, "<s>", "</s>", err, sizeof err);
+        if ((s != NULL) != ok || (!s && !err[0])) bad++;
+        if (s && strlen(s) > 4096) bad++;
+        free(s);
+    }
+    CHECKF(bad == 0, "%d bad renders", bad);
+}
+
 /* chat_template field of a tokenizer_config.json, malloc'd, or NULL. */
 static char *json_template(const char *rel) {
     FILE *f = fopen(test_path(rel), "rb");
@@ -255,6 +285,7 @@ int main(void) {
     test_tools();
     test_errors();
     test_names();
+    test_random();
     test_detect();
     return test_summary("chat_template");
 }

@@ -194,7 +194,8 @@ static void test_top_p_set(void) {
     for (int i = 0; i < V; i++) l[i] = rnd_logit(1.0f);
     for (int i = 0; i < 80; i++) {                  /* a peak of quantized, tied logits */
         int t = (int)((uint32_t)(rnd_logit(1.0f) * 1e6f + 2e6f) % V);
-        l[t] = 12.0f + 0.25f * (float)(i % 6);
+        float u = rnd_logit(0.75f) + 0.75f;          /* continuous: neighbouring buckets */
+        l[t] = 12.0f + (i % 2 ? 0.25f * (float)(i % 6) : u);
     }
     double mx = -INFINITY, z = 0;
     for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
@@ -532,6 +533,54 @@ static void test_logprobs(void) {
     CHECK(fabs(s2 - 1.0) < 1e-6);
 }
 
+/* Hostile parameters and logits: always an id in range, never a crash
+ * (the sanitizer build checks UB and leaks). */
+static int RI(int n) {
+    lcg = lcg * 1664525u + 1013904223u;
+    return (int)((lcg >> 8) % (uint32_t)n);
+}
+
+static float ODD(void) {
+    static const float odd[] = {0.0f, -1.0f, 1.0f, 0.5f, 2.0f, 1e30f, -1e30f, NAN, INFINITY, -INFINITY, 1e-30f};
+    return odd[RI((int)(sizeof odd / sizeof odd[0]))];
+}
+
+static void test_stress(void) {
+    int bad = 0;
+    float w[300];
+    logit_bias_entry lb[8];
+    for (int it = 0; it < 3000; it++) {
+        int nv = 1 + RI(300);
+        sampler_params p = base();
+        p.temperature = ODD();
+        p.top_k = RI(5) ? RI(nv + 5) - 2 : 1 << 30;
+        p.top_p = ODD();
+        p.min_p = ODD();
+        p.repeat_penalty = ODD();
+        p.presence_penalty = ODD();
+        p.frequency_penalty = ODD();
+        p.penalty_last_n = RI(40) - 2;
+        p.seed = (uint64_t)it;
+        for (int i = 0; i < 8; i++) { lb[i].id = RI(nv + 10) - 5; lb[i].bias = ODD(); }
+        p.logit_bias = lb;
+        p.n_logit_bias = RI(9);
+        sampler *s = sampler_new(&p, nv);
+        if (!s) { bad++; continue; }
+        for (int step = 0; step < 5; step++) {
+            for (int i = 0; i < nv; i++) w[i] = RI(4) ? rnd_logit(10.0f) : ODD();
+            int32_t t = sampler_sample(s, w);
+            if (t < 0 || t >= nv) bad++;
+            sampler_accept(s, RI(3) ? t : RI(nv + 10) - 5);
+        }
+        token_logprob top[4];
+        logprob_top(w, nv, 4, top);
+        for (int i = 0; i < 4; i++) if (top[i].id >= nv || top[i].logprob > 0.0f) bad++;
+        if (logprob_of(w, nv, RI(nv)) > 0.0f) bad++;
+        sampler_free(s);
+    }
+    CHECKF(bad == 0, "%d bad results", bad);
+}
+
 /* A real vocabulary size: correctness of the selection path and time. */
 static void test_big_vocab(void) {
     enum { V = 151936, N = 200 };
@@ -577,6 +626,7 @@ int main(void) {
     test_odd_logits();
     test_seeds();
     test_logprobs();
+    test_stress();
     test_big_vocab();
     return test_summary("sampler");
 }

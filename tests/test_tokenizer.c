@@ -320,6 +320,17 @@ static void random_bytes(const tokenizer *t, const char *name) {
         CHECK(tokenizer_token_text(t, junk[i]) == NULL);
         CHECK(!tokenizer_is_eog(t, junk[i]) && !tokenizer_is_control(t, junk[i]));
     }
+    /* no piece is longer than tokenizer_max_piece, and the longest is met */
+    size_t longest = 0, maxp = tokenizer_max_piece(t);
+    char *pb = malloc(maxp + 16);
+    for (int32_t id = 0; id < tokenizer_n_vocab(t); id++) {
+        size_t m = tokenizer_token_bytes(t, id, true, pb, maxp + 16);
+        if (m > longest) longest = m;
+        m = tokenizer_token_bytes(t, id, false, pb, maxp + 16);
+        if (m > longest) longest = m;
+    }
+    free(pb);
+    CHECKF(longest == maxp && maxp > 0, "%s: longest piece %zu, max_piece %zu", name, longest, maxp);
     /* random ids, valid or not, decode without harm */
     int32_t ids[500];
     for (int i = 0; i < 500; i++) ids[i] = (int32_t)(rnd() % ((uint32_t)tokenizer_n_vocab(t) + 2000)) - 1000;
@@ -528,6 +539,74 @@ static void metadata(void) {
     }
 }
 
+/* The vocabulary imported from tokenizer.json equals the one that
+ * llama.cpp's converter wrote into the fixture GGUF of the same family. */
+static void import_matches_gguf(const tokenizer *json, const char *gguf_rel, const char *name) {
+    tokenizer *g = load_gguf(test_path(gguf_rel));
+    if (!g || !json) {
+        SKIP("%s: fixture or vocabulary missing", name);
+        tokenizer_free(g);
+        return;
+    }
+    int n = tokenizer_n_vocab(json), diff_text = 0, diff_type = 0;
+    CHECK(n <= tokenizer_n_vocab(g));   /* the GGUF may pad the vocabulary */
+    for (int32_t i = 0; i < n && i < tokenizer_n_vocab(g); i++) {
+        diff_text += strcmp(tokenizer_token_text(json, i), tokenizer_token_text(g, i)) != 0;
+        diff_type += tokenizer_is_control(json, i) != tokenizer_is_control(g, i);
+    }
+    CHECKF(diff_text == 0 && diff_type == 0, "%s: %d texts and %d types differ", name, diff_text, diff_type);
+    CHECK(tokenizer_eos(json) == tokenizer_eos(g));
+    CHECK(tokenizer_add_bos(json) == tokenizer_add_bos(g));
+    static const char s[] = "<|im_start|>Hello, y'all! 3333 \xE6\x97\xA5\xE6\x9C\xAC\n\n  x<|eot_id|>";
+    int32_t *a, *b;
+    int na = encode(json, s, strlen(s), true, true, &a), nb = encode(g, s, strlen(s), true, true, &b);
+    CHECK(na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0);
+    free(a);
+    free(b);
+    tokenizer_free(g);
+}
+
+/* A real vocabulary with random bytes changed: the reader or the loader
+ * may refuse it, but whatever loads encodes and decodes without harm. */
+static void hostile_vocab(void) {
+    gguf_writer *w = gguf_writer_new();
+    char err[256];
+    uint8_t *good;
+    size_t size;
+    int nv;
+    int ok = vocab_from_gguf(test_path("models/stories260K.gguf"), w, &nv, err, sizeof err) == 0 &&
+             gguf_writer_to_buffer(w, &good, &size, err, sizeof err) == 0;
+    gguf_writer_free(w);
+    if (!ok) { SKIP("stories260K vocabulary: %s", err); return; }
+    int loaded = 0;
+    for (int it = 0; it < 400; it++) {
+        uint8_t *buf = malloc(size);
+        memcpy(buf, good, size);
+        for (int k = 0, n = 1 + (int)(rnd() % 8); k < n; k++) buf[rnd() % size] ^= (uint8_t)(1u << (rnd() % 8));
+        gguf_file g;
+        if (gguf_open_memory(buf, size, &g, err, sizeof err) == 0) {
+            tokenizer *t = tokenizer_load(&g, err, sizeof err);
+            gguf_close(&g);
+            if (t) {
+                loaded++;
+                static const char s[] = "Once upon a time <s> \xF0\x9F\x98\x80 \xFF";
+                int32_t *ids;
+                int n = tokenizer_encode(t, s, strlen(s), true, true, &ids);
+                CHECK(n >= 0);
+                size_t dl;
+                char *d = tokenizer_decode(t, ids, n, true, &dl);
+                CHECK(d != NULL);
+                free(d);
+                free(ids);
+                tokenizer_free(t);
+            }
+        }
+        free(buf);
+    }
+    CHECK(loaded > 0);
+    free(good);
+}
+
 int main(void) {
     tokenizer *spm = load_gguf(test_path("models/ggml-vocab-llama-spm.gguf"));
     tokenizer *gpt2 = load_gguf(test_path("models/ggml-vocab-gpt-2.gguf"));
@@ -541,6 +620,8 @@ int main(void) {
     vocab_vectors(llama3, "llama-bpe");
     vocab_vectors(qwen, "qwen2");
     reference_prompts();
+    import_matches_gguf(llama3, "fixtures/llama3-tiny-Q4_0.gguf", "llama3");
+    import_matches_gguf(qwen, "fixtures/qwen3-tiny-Q4_K_M.gguf", "qwen3");
 
     if (stories) specials_spm(stories);
     if (qwen) specials_qwen(qwen);
@@ -553,6 +634,7 @@ int main(void) {
     for (int i = 0; i < 5; i++)
         if (all[i]) random_bytes(all[i], names[i]);
     metadata();
+    hostile_vocab();
 
     tokenizer_free(spm);
     tokenizer_free(gpt2);

@@ -1,0 +1,355 @@
+/* Matmul kernels against the scalar oracle (formats.c), for every path this
+ * CPU can run and every format:
+ *  - kern_matmul == format_dot_q8 / format_dot_f32 per output, within a tight
+ *    tolerance and (the x86 paths follow the oracle's accumulation order)
+ *    bit for bit; M in {1,2,3,7,16,33}, K and N with tails, pools of 1, 2, 3;
+ *  - batch invariance: row m through M=1 and through any M, and through any
+ *    thread count, bit-identical;
+ *  - planted controls: a kernel that drops the last block, and a packed
+ *    weight with two nibbles swapped, must fail the same check;
+ *  - kern_get_row == format_dequantize_row, packed or not;
+ *  - a path's own activation quantizer == act_quantize_row, byte for byte;
+ *  - preparing a weight leaves the bytes it was made from intact;
+ *  - path names, forcing and the HEARTH_KERNELS names. */
+#include "test.h"
+#include "kernels/kernels.h"
+#include "kernels/kern_path.h"
+#include "engine/pool.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+/* ---- deterministic random numbers ---------------------------------------- */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static uint32_t rng_u32(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+
+static float rng_normal(void) {
+    double u = (rng_u32() + 0.5) / 4294967296.0, v = (rng_u32() + 0.5) / 4294967296.0;
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static const int all_types[] = { FMT_Q4_0, FMT_Q8_0, FMT_Q4_K, FMT_Q6_K, FMT_Q5_0, FMT_Q4_1,
+                                 FMT_Q5_1, FMT_Q5_K, FMT_F32, FMT_F16, FMT_BF16 };
+#define N_TYPES (int)(sizeof all_types / sizeof all_types[0])
+
+/* ---- weights ------------------------------------------------------------- */
+
+/* A random fp16 scale: finite, varied magnitude and sign. */
+static fp16_t rand_scale(bool allow_negative) {
+    float v = ldexpf(1.0f + (float)(rng_u32() % 1000) / 1000.0f, -(int)(rng_u32() % 8) - 4);
+    if (allow_negative && (rng_u32() & 1)) v = -v;
+    return f32_to_fp16(v);
+}
+
+/* Random weight bytes: every quant bit random (so extremes like -128, 15, 63
+ * all occur), the fp16 scale fields finite. Half the rows instead come from
+ * quantizing normal floats, the way real weights are made. */
+static uint8_t *make_weight(int type, int64_t K, int64_t N) {
+    size_t rb = format_row_bytes(type, K);
+    uint8_t *data = malloc(rb * (size_t)N);
+    float *tmp = malloc(sizeof(float) * (size_t)K);
+    for (int64_t n = 0; n < N; n++) {
+        uint8_t *row = data + rb * (size_t)n;
+        if (n % 2 == 1 || type == FMT_F32 || type == FMT_F16 || type == FMT_BF16) {
+            for (int64_t k = 0; k < K; k++) tmp[k] = rng_normal() * (n % 3 == 0 ? 0.01f : 1.0f);
+            format_quantize_row(type, tmp, row, K);
+            continue;
+        }
+        for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)rng_u32();
+        const format_info *f = format_get(type);
+        for (int64_t b = 0; b < K / f->block_elems; b++) {
+            uint8_t *blk = row + (size_t)b * f->block_bytes;
+            fp16_t s0 = rand_scale(true), s1 = rand_scale(true);
+            switch (type) {
+            case FMT_Q4_0: ((block_q4_0 *)blk)->d = s0; break;
+            case FMT_Q5_0: ((block_q5_0 *)blk)->d = s0; break;
+            case FMT_Q8_0: ((block_q8_0 *)blk)->d = s0; break;
+            case FMT_Q4_1: ((block_q4_1 *)blk)->d = s0; ((block_q4_1 *)blk)->m = s1; break;
+            case FMT_Q5_1: ((block_q5_1 *)blk)->d = s0; ((block_q5_1 *)blk)->m = s1; break;
+            case FMT_Q4_K: ((block_q4_k *)blk)->d = s0; ((block_q4_k *)blk)->dmin = s1; break;
+            case FMT_Q5_K: ((block_q5_k *)blk)->d = s0; ((block_q5_k *)blk)->dmin = s1; break;
+            case FMT_Q6_K: ((block_q6_k *)blk)->d = s0; break;
+            default: break;
+            }
+        }
+    }
+    free(tmp);
+    return data;
+}
+
+/* ---- the oracle ---------------------------------------------------------- */
+
+typedef struct {
+    int type;
+    int64_t K, N;
+    int M;
+    const uint8_t *w;
+    const float *x;
+    act_q8 *xq;         /* M rows of K/QK blocks (integer formats) */
+    float *ref;         /* M x N */
+    float *bound;       /* M x N: sum |w_k x_k|, for the tolerance */
+} oracle;
+
+static void oracle_build(oracle *o, int type, int64_t K, int64_t N, int M, const uint8_t *w, const float *x) {
+    *o = (oracle){ type, K, N, M, w, x, NULL, NULL, NULL };
+    const format_info *f = format_get(type);
+    size_t rb = format_row_bytes(type, K);
+    int64_t nb = K / QK;
+    o->xq = malloc(sizeof(act_q8) * (size_t)(M * nb + 1));
+    o->ref = malloc(sizeof(float) * (size_t)(M * N));
+    o->bound = malloc(sizeof(float) * (size_t)(M * N));
+    float *wd = malloc(sizeof(float) * (size_t)K), *xd = malloc(sizeof(float) * (size_t)K);
+    for (int m = 0; m < M; m++) act_quantize_row(x + m * K, o->xq + m * nb, K);
+    for (int64_t n = 0; n < N; n++) {
+        format_dequantize_row(type, w + rb * (size_t)n, wd, K);
+        for (int m = 0; m < M; m++) {
+            const act_q8 *q = o->xq + m * nb;
+            for (int64_t k = 0; k < K; k++)
+                xd[k] = f->uses_act_q8 ? q[k / QK].d * (float)q[k / QK].qs[k % QK] : x[m * K + k];
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += fabs((double)wd[k] * xd[k]);
+            o->bound[m * N + n] = (float)s;
+            o->ref[m * N + n] = f->uses_act_q8 ? format_dot_q8(type, w + rb * (size_t)n, q, K)
+                                               : format_dot_f32(type, w + rb * (size_t)n, x + m * K, K);
+        }
+    }
+    free(wd);
+    free(xd);
+}
+
+static void oracle_free(oracle *o) {
+    free(o->xq);
+    free(o->ref);
+    free(o->bound);
+}
+
+/* Outputs of rows [0, M) off the oracle by more than a tight tolerance
+ * (float rounding of K terms), and those not bit-identical. */
+static int oracle_misses(const oracle *o, const float *y, int M, int *not_exact) {
+    int bad = 0, inexact = 0;
+    for (int m = 0; m < M; m++)
+        for (int64_t n = 0; n < o->N; n++) {
+            float r = o->ref[m * o->N + n], v = y[m * o->N + n];
+            float tol = 2.0f * (float)(o->K / 16 + 4) * FLT_EPSILON * o->bound[m * o->N + n] + 1e-30f;
+            if (!(fabsf(v - r) <= tol)) bad++;
+            if (memcmp(&v, &r, sizeof v) != 0) inexact++;
+        }
+    if (not_exact) *not_exact = inexact;
+    return bad;
+}
+
+/* The planted wrong kernel: the oracle's dot without the last block. */
+static void wrong_kernel_drop_last(const oracle *o, float *y) {
+    const format_info *f = format_get(o->type);
+    size_t rb = format_row_bytes(o->type, o->K);
+    int64_t nb = o->K / QK, k2 = o->K - f->block_elems;
+    for (int m = 0; m < o->M; m++)
+        for (int64_t n = 0; n < o->N; n++)
+            y[m * o->N + n] = k2 == 0 ? 0.0f
+                : f->uses_act_q8 ? format_dot_q8(o->type, o->w + rb * (size_t)n, o->xq + m * nb, k2)
+                                 : format_dot_f32(o->type, o->w + rb * (size_t)n, o->x + m * o->K, k2);
+}
+
+/* ---- one shape through one path ------------------------------------------ */
+
+static hpool *pools[4];
+static kern_scratch scratch;
+
+static const int Ms[] = { 1, 2, 3, 7, 16, 33 };
+#define M_MAX 33
+
+static int64_t k_list(int type, int i) {
+    static const int64_t small[] = { 32, 96, 288 }, kq[] = { 256, 512, 768 }, fl[] = { 1, 7, 288 };
+    if (type == FMT_Q4_K || type == FMT_Q5_K || type == FMT_Q6_K) return kq[i];
+    if (type == FMT_F32 || type == FMT_F16 || type == FMT_BF16) return fl[i];
+    return small[i];
+}
+static const int64_t Ns[] = { 1, 5, 17, 67 };
+
+/* Does `id` pack `type` (i.e. run its own kernel rather than the fallback)? */
+static bool path_packs(kern_path_id id, int type) {
+    const kern_path *p = kern_path_get(id);
+    return p && p->packs(type);
+}
+
+static void test_shape(kern_path_id id, int type, int64_t K, int64_t N) {
+    uint8_t *wdata = make_weight(type, K, N);
+    size_t rb = format_row_bytes(type, K);
+    uint8_t *wcopy = malloc(rb * (size_t)N);
+    memcpy(wcopy, wdata, rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)(M_MAX * K));
+    for (int64_t i = 0; i < M_MAX * K; i++) x[i] = rng_normal() * ((i / K) % 4 == 3 ? 100.0f : 1.0f);
+    if (K >= 32) memset(x + 5 * K, 0, sizeof(float) * 32);   /* an all-zero activation block */
+
+    oracle o;
+    oracle_build(&o, type, K, N, M_MAX, wdata, x);
+
+    CHECK(kernels_force(id));
+    hweight w = { .type = type, .n_in = K, .n_out = N, .data = wdata, .row_bytes = rb };
+    CHECK(kern_prepare_weight(&w) == 0);
+    bool packed = w.packed != NULL;
+    CHECKF(packed == path_packs(id, type), "%s %s K=%lld: packed=%d", kernels_path_name(id),
+           format_name(type), (long long)K, packed);
+    CHECKF(memcmp(wdata, wcopy, rb * (size_t)N) == 0, "%s: preparing changed the source bytes", format_name(type));
+
+    float *yall = malloc(sizeof(float) * (size_t)(M_MAX * N));
+    float *y = malloc(sizeof(float) * (size_t)(M_MAX * N));
+    int inexact = 0;
+    /* The full batch on one thread is the reference for invariance. */
+    kern_matmul(&w, M_MAX, x, yall, &scratch, pools[1]);
+    int bad = oracle_misses(&o, yall, M_MAX, &inexact);
+    CHECKF(bad == 0, "%s %s K=%lld N=%lld M=%d: %d outputs off the oracle", kernels_path_name(id),
+           format_name(type), (long long)K, (long long)N, M_MAX, bad);
+    CHECKF(inexact == 0, "%s %s K=%lld N=%lld: %d outputs not bit-identical to the oracle",
+           kernels_path_name(id), format_name(type), (long long)K, (long long)N, inexact);
+
+    for (int t = 1; t <= 3; t++)
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            int M = Ms[mi];
+            for (int64_t i = 0; i < M * N; i++) y[i] = NAN;
+            kern_matmul(&w, M, x, y, &scratch, pools[t]);
+            CHECKF(memcmp(y, yall, sizeof(float) * (size_t)(M * N)) == 0,
+                   "%s %s K=%lld N=%lld M=%d threads=%d: not batch invariant", kernels_path_name(id),
+                   format_name(type), (long long)K, (long long)N, M, t);
+        }
+    /* Each row alone (M=1, from its own offset) == its row in the batch. */
+    int row_diff = 0;
+    for (int m = 0; m < M_MAX; m++) {
+        kern_matmul(&w, 1, x + m * K, y, &scratch, pools[2]);
+        row_diff += memcmp(y, yall + m * N, sizeof(float) * (size_t)N) != 0;
+    }
+    CHECKF(row_diff == 0, "%s %s: %d rows differ alone vs in the batch", kernels_path_name(id), format_name(type), row_diff);
+
+    /* kern_get_row == the reference dequantizer, from whichever layout is kept. */
+    float *r1 = malloc(sizeof(float) * (size_t)K), *r2 = malloc(sizeof(float) * (size_t)K);
+    int row_bad = 0;
+    for (int64_t n = 0; n < N; n++) {
+        kern_get_row(&w, n, r1);
+        format_dequantize_row(type, wdata + rb * (size_t)n, r2, K);
+        row_bad += memcmp(r1, r2, sizeof(float) * (size_t)K) != 0;
+    }
+    CHECKF(row_bad == 0, "%s %s: %d rows of kern_get_row differ", kernels_path_name(id), format_name(type), row_bad);
+
+    /* Planted controls: the same check must catch a wrong kernel. */
+    wrong_kernel_drop_last(&o, y);
+    CHECKF(oracle_misses(&o, y, M_MAX, NULL) > 0, "%s K=%lld: dropped-block control not caught",
+           format_name(type), (long long)K);
+    if (packed && type != FMT_F32 && type != FMT_F16 && type != FMT_BF16) {
+        /* Swap the nibbles (or bytes) of every quant byte of row 0's first block. */
+        kpack *p = w.packed;
+        for (int i = 0; i < 64; i += 16)
+            for (int b = 0; b < 4; b++) {
+                uint8_t *q = p->data + i * 4 + b;   /* chunk c = i/16, row 0 */
+                *q = (uint8_t)(*q << 4 | *q >> 4);
+            }
+        kern_matmul(&w, M_MAX, x, y, &scratch, pools[2]);
+        CHECKF(oracle_misses(&o, y, M_MAX, NULL) > 0, "%s %s: swapped-nibble control not caught",
+               kernels_path_name(id), format_name(type));
+    }
+
+    kern_release_weight(&w);
+    CHECK(w.packed == NULL);
+    free(r1); free(r2);
+    free(y); free(yall); free(x);
+    oracle_free(&o);
+    free(wdata); free(wcopy);
+}
+
+/* ---- activation quantizer ------------------------------------------------ */
+
+static void test_quantizer(kern_path_id id) {
+    const kern_path *p = kern_path_get(id);
+    if (!p || !p->quantize) return;
+    enum { K = 1024 };
+    static float x[K];
+    static act_q8 a[K / QK], b[K / QK];
+    static int32_t slo[K / QK];
+    int bad = 0, bad_slo = 0;
+    for (int round = 0; round < 200; round++) {
+        for (int i = 0; i < K; i++) {
+            x[i] = rng_normal() * ldexpf(1.0f, (int)(rng_u32() % 40) - 20);
+            if (round % 7 == 0 && i % 5 == 0) x[i] = 0.0f;
+            if (round % 11 == 0 && i % 32 < 31) x[i] = 0.0f;               /* one nonzero value */
+            if (round % 13 == 0) x[i] = (float)((int)(rng_u32() % 255) - 127) * 0.5f; /* ties at .5 */
+        }
+        if (round % 17 == 0) memset(x, 0, sizeof x);
+        act_quantize_row(x, a, K);
+        memset(b, 0x55, sizeof b);
+        p->quantize(x, b, slo, K);
+        for (int j = 0; j < K / QK; j++) {
+            bad += memcmp(&a[j], &b[j], sizeof a[j]) != 0;
+            int32_t s = 0;
+            for (int l = 0; l < 16; l++) s += a[j].qs[l];
+            bad_slo += s != slo[j];
+        }
+    }
+    CHECKF(bad == 0, "%s quantizer: %d blocks differ from act_quantize_row", p->name, bad);
+    CHECKF(bad_slo == 0, "%s quantizer: %d half sums wrong", p->name, bad_slo);
+}
+
+/* ---- a bigger shape: several register tiles and many k blocks ------------ */
+
+static void test_big(kern_path_id id, int type) {
+    int64_t K = type == FMT_F32 || type == FMT_F16 || type == FMT_BF16 ? 1024 : 2048, N = 200;
+    int M = 21;
+    uint8_t *wdata = make_weight(type, K, N);
+    float *x = malloc(sizeof(float) * (size_t)(M * K));
+    for (int64_t i = 0; i < M * K; i++) x[i] = rng_normal();
+    oracle o;
+    oracle_build(&o, type, K, N, M, wdata, x);
+    CHECK(kernels_force(id));
+    hweight w = { .type = type, .n_in = K, .n_out = N, .data = wdata, .row_bytes = format_row_bytes(type, K) };
+    CHECK(kern_prepare_weight(&w) == 0);
+    float *y = malloc(sizeof(float) * (size_t)(M * N));
+    kern_matmul(&w, M, x, y, &scratch, pools[2]);
+    int inexact;
+    int bad = oracle_misses(&o, y, M, &inexact);
+    CHECKF(bad == 0 && inexact == 0, "%s %s big: %d off, %d not exact", kernels_path_name(id), format_name(type), bad, inexact);
+    kern_release_weight(&w);
+    free(y); free(x); free(wdata);
+    oracle_free(&o);
+}
+
+int main(void) {
+    for (int t = 1; t <= 3; t++) pools[t] = pool_create(t);
+    scratch.size = kern_scratch_bytes(M_MAX, 2048);
+    scratch.buf = malloc(scratch.size);
+
+    /* Names and selection. */
+    for (int p = 0; p < KPATH_COUNT; p++)
+        CHECK(kernels_path_from_name(kernels_path_name((kern_path_id)p)) == (kern_path_id)p);
+    CHECK(kernels_path_from_name("nope") == KPATH_COUNT);
+    CHECK(kernels_path_available(KPATH_SCALAR));
+    CHECK(!kernels_force(KPATH_COUNT));
+    kern_path_id best = kernels_select();
+    CHECK(kernels_path_available(best));
+    CHECK(kernels_current() == best);
+    printf("cpu: %s; selected path: %s\n", kernels_cpu_summary(), kernels_path_name(best));
+
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        kern_path_id id = (kern_path_id)p;
+        if (!kernels_path_available(id)) { printf("path %s: not available here\n", kernels_path_name(id)); continue; }
+        int before = test_fail_count;
+        test_quantizer(id);
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            for (int ki = 0; ki < 3; ki++)
+                for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
+                    test_shape(id, all_types[ti], k_list(all_types[ti], ki), Ns[ni]);
+            test_big(id, all_types[ti]);
+        }
+        printf("path %s: %s\n", kernels_path_name(id), test_fail_count == before ? "ok" : "FAILED");
+    }
+
+    kernels_select();
+    free(scratch.buf);
+    for (int t = 1; t <= 3; t++) pool_destroy(pools[t]);
+    return test_summary("kernels");
+}
