@@ -372,7 +372,7 @@ static void slot_sample(engine *e, slot *sl, const float *row) {
     bool eog = !j->params.ignore_eos && tokenizer_is_eog(e->m->tok, tok);
     int stop_hit = -1;
     if (!eog) {
-        char piece[256];
+        char piece[1024];   /* > tokenizer_max_piece() + 4: a piece is never cut */
         size_t n = detok_push(&sl->detok, tok, piece, sizeof piece);
         stop_hit = stop_text_push(&sl->stop, piece, n, &ev.text, &ev.text_len);
     }

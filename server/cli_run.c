@@ -82,7 +82,7 @@ int cmd_run(int argc, char **argv) {
     ds.at_start = false;   /* the prompt was printed as given */
     float *work = malloc((size_t)m->p.n_vocab * sizeof *work);
     int n_gen = 0;
-    char piece[256];
+    char piece[1024];   /* > tokenizer_max_piece() + 4: a piece is never cut */
     while (logits && work && n_gen < n_predict && g->n_past < n_ctx) {
         memcpy(work, logits, (size_t)m->p.n_vocab * sizeof *work);
         int32_t tok = sampler_sample(smp, work);
