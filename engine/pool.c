@@ -1,13 +1,16 @@
 /* The one thread pool. The caller of pool_run is worker 0; n-1 threads wait
  * for jobs, spinning a few microseconds before they sleep on a condvar.
  *
- * A job is published through one 64-bit atomic `claim`: the high 32 bits are
- * the job's generation, the low 32 bits the next block to hand out. A worker
- * takes a block with a compare-and-swap that also checks the generation, so
- * a worker that wakes late (after the job is over, or while the next one has
- * already started) can never run a block of a job it did not see. The
- * caller waits until `done` reaches the number of blocks, not for every
- * worker to wake: a sleeping worker never delays a short job. */
+ * A job is published through one 64-bit atomic `claim`: its generation, its
+ * number of blocks and the next block to hand out. A worker takes a block
+ * with a compare-and-swap on that word, so the test "is there a block left
+ * in this job" reads one snapshot: a worker that wakes late (after the job is
+ * over, or while the caller is already writing the next one) can never take
+ * a block that does not exist. The job's other fields are read before the
+ * CAS; a CAS that succeeds proves the job was still running, so they were
+ * the job's own. The caller waits until `done` reaches the number of
+ * blocks, not for every worker to wake: a sleeping worker never delays a
+ * short job. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -40,9 +43,9 @@ struct hpool {
      * and their compare-and-swap, so they are atomics (relaxed). */
     _Atomic(pool_fn) fn;
     _Atomic(void *) ctx;
-    _Atomic int64_t n, grain, n_blocks;
+    _Atomic int64_t n, grain;
 
-    _Atomic uint64_t claim;   /* generation << 32 | next block */
+    _Atomic uint64_t claim;   /* generation << 40 | blocks << 20 | next block */
     _Atomic int64_t done;     /* blocks finished in this generation */
     _Atomic bool quit;
 
@@ -69,16 +72,21 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint32_t gen_of(uint64_t c) { return (uint32_t)(c >> 32); }
+#define BLOCK_BITS 20
+#define MAX_BLOCKS ((1 << BLOCK_BITS) - 1)
+static inline uint32_t gen_of(uint64_t c) { return (uint32_t)(c >> (2 * BLOCK_BITS)); }
+static inline int64_t blocks_of(uint64_t c) { return (int64_t)((c >> BLOCK_BITS) & MAX_BLOCKS); }
+static inline int64_t next_of(uint64_t c) { return (int64_t)(c & MAX_BLOCKS); }
+static inline uint64_t make_claim(uint32_t gen, int64_t nb) {
+    return (uint64_t)(gen & 0xffffff) << (2 * BLOCK_BITS) | (uint64_t)nb << BLOCK_BITS;
+}
 
 /* Claim and run blocks of generation `gen` until none is left. */
 static void run_blocks(hpool *p, uint32_t gen, int worker) {
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
-        if (gen_of(c) != gen) return;
-        int64_t nb = atomic_load_explicit(&p->n_blocks, memory_order_relaxed);
-        int64_t b = (int64_t)(uint32_t)c;
-        if (b >= nb) return;
+        int64_t nb = blocks_of(c), b = next_of(c);
+        if (gen_of(c) != gen || b >= nb) return;
         pool_fn fn = atomic_load_explicit(&p->fn, memory_order_relaxed);
         void *ctx = atomic_load_explicit(&p->ctx, memory_order_relaxed);
         int64_t n = atomic_load_explicit(&p->n, memory_order_relaxed);
@@ -182,8 +190,8 @@ void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain) {
             fn(ctx, b * grain, b * grain + grain < n ? b * grain + grain : n, 0);
         return;
     }
-    if (nb > (int64_t)UINT32_MAX / 2) {   /* block index must fit the low half of claim */
-        grain = (n + UINT32_MAX / 2 - 1) / (UINT32_MAX / 2);
+    if (nb > MAX_BLOCKS) {   /* the block count must fit its field of claim */
+        grain = (n + MAX_BLOCKS - 1) / MAX_BLOCKS;
         nb = (n + grain - 1) / grain;
     }
     /* Every block of the previous job is done, so no worker reads these now. */
@@ -191,10 +199,9 @@ void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain) {
     atomic_store_explicit(&p->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&p->n, n, memory_order_relaxed);
     atomic_store_explicit(&p->grain, grain, memory_order_relaxed);
-    atomic_store_explicit(&p->n_blocks, nb, memory_order_relaxed);
     atomic_store_explicit(&p->done, 0, memory_order_relaxed);
-    uint32_t gen = gen_of(atomic_load(&p->claim)) + 1;
-    atomic_store(&p->claim, (uint64_t)gen << 32);   /* seq_cst: publishes the job */
+    uint32_t gen = (gen_of(atomic_load(&p->claim)) + 1) & 0xffffff;
+    atomic_store(&p->claim, make_claim(gen, nb));   /* seq_cst: publishes the job */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
