@@ -214,6 +214,40 @@ static void test_synthetic(hpool *pool) {
     }
 }
 
+/* The model writer with a real vocabulary: a qwen2-architecture model with
+ * the Qwen3 tokenizer.json and a llama model with the Llama 2 SentencePiece
+ * vocab-only GGUF; each loads, tokenizes like its source and runs. */
+static void test_synthetic_real_vocab(hpool *pool) {
+    synth_spec s;
+    synth_spec_default(&s);
+    s.arch = ARCH_QWEN2; s.mix = "Q4_0"; s.n_embd = 128; s.n_ff = 256; s.tied = 1;
+    s.vocab_json = test_path("models/qwen3-tokenizer.json");
+    s.vocab_pre = "qwen2";
+    model *m = synth(&s, "qwen2-realvocab");
+    if (m) {
+        CHECK(tokenizer_n_vocab(m->tok) >= 151643 && m->p.n_vocab == tokenizer_n_vocab(m->tok));
+        int32_t *ids = NULL;
+        int n = tokenizer_encode(m->tok, "Hello world", 11, false, false, &ids);
+        CHECKF(n == 2 && ids[0] == 9707 && ids[1] == 1879, "qwen2 vocab: 'Hello world' -> %d ids", n);
+        generator *g = gen_new(m, 64, 16, pool);
+        CHECK(g && n > 0 && gen_eval(g, ids, n, NULL) != NULL);
+        gen_free(g);
+        free(ids);
+        model_free(m);
+    }
+    synth_spec_default(&s);
+    s.vocab_gguf = test_path("models/ggml-vocab-llama-spm.gguf");
+    m = synth(&s, "llama-spmvocab");
+    if (m) {
+        CHECK(m->p.n_vocab == 32000);
+        int32_t *ids = NULL;
+        int n = tokenizer_encode(m->tok, "Hello world", 11, true, false, &ids);
+        CHECKF(n == 3 && ids[0] == 1 && ids[1] == 15043 && ids[2] == 3186, "llama vocab: 'Hello world' -> %d ids", n);
+        free(ids);
+        model_free(m);
+    }
+}
+
 /* ---- errors -------------------------------------------------------------- */
 static void expect_load_error(gguf_writer *w, const char *name, const char *needle) {
     char path[512], err[512] = "";
@@ -280,6 +314,7 @@ int main(void) {
     hpool *pool = pool_create(2);
     test_reference_fixtures(pool);
     test_synthetic(pool);
+    test_synthetic_real_vocab(pool);
     test_load_errors();
     pool_destroy(pool);
     char cmd[300];

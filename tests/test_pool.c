@@ -88,6 +88,21 @@ int main(void) {
         }
         CHECKF(fails == 0, "threads %d: %d of 3000 back-to-back runs wrong", threads, fails);
 
+        /* Alternate two different jobs back to back: a worker still finishing
+         * one must never run (or count) a block against the next. */
+        static job JB;
+        fails = 0;
+        for (int r = 0; r < 5000; r++) {
+            int64_t na = 1 + r % 7, nbig = 40 + r % 50;
+            reset(&J, 1, threads);
+            pool_run(p, count_items, &J, na, 1);
+            fails += wrong_items(&J, na) != 0 || atomic_load(&J.bad_block);
+            reset(&JB, 1, threads);
+            pool_run(p, count_items, &JB, nbig, 1);
+            fails += wrong_items(&JB, nbig) != 0 || atomic_load(&JB.bad_block);
+        }
+        CHECKF(fails == 0, "threads %d: %d of 10000 alternating runs wrong", threads, fails);
+
         /* Runs after the workers went to sleep. */
         fails = 0;
         for (int r = 0; r < 5; r++) {
