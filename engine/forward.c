@@ -4,6 +4,7 @@
 #include "forward.h"
 #include "pool.h"
 #include "../kernels/ops.h"
+#include "../kernels/attention.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ typedef struct {
     fwd_arena *a;
     const fwd_batch *b;
     int layer;
+    attn_head_fn head;
 } attn_job;
 
 static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
@@ -76,20 +78,10 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
         int i = (int)(it / p->n_head), h = (int)(it % p->n_head);
         int slot = J->b->slot[i], pos = J->b->pos[i], kvh = h / group;
         const float *q = J->a->q + (size_t)i * q_dim + (size_t)h * hd;
-        for (int t = 0; t <= pos; t++) {
-            const uint16_t *k = kv_k_at(J->kv, J->layer, slot, t) + (size_t)kvh * hd;
-            float s = 0.0f;
-            for (int d = 0; d < hd; d++) s += q[d] * fp16_to_f32(k[d]);
-            scores[t] = s * scale;
-        }
-        op_softmax(scores, pos + 1);
+        const uint16_t *k = kv_k_at(J->kv, J->layer, slot, 0) + (size_t)kvh * hd;
+        const uint16_t *v = kv_v_at(J->kv, J->layer, slot, 0) + (size_t)kvh * hd;
         float *out = J->a->att + (size_t)i * q_dim + (size_t)h * hd;
-        memset(out, 0, (size_t)hd * sizeof *out);
-        for (int t = 0; t <= pos; t++) {
-            const uint16_t *v = kv_v_at(J->kv, J->layer, slot, t) + (size_t)kvh * hd;
-            float w = scores[t];
-            for (int d = 0; d < hd; d++) out[d] += w * fp16_to_f32(v[d]);
-        }
+        J->head(q, k, v, (size_t)J->kv->kv_dim, pos + 1, hd, scale, scores, out);
     }
 }
 
@@ -128,7 +120,7 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
         uint16_t *kc = kv_k_at(kv, il, b->slot[i], b->pos[i]), *vc = kv_v_at(kv, il, b->slot[i], b->pos[i]);
         for (int d = 0; d < kv_dim; d++) { kc[d] = f32_to_fp16(k[d]); vc[d] = f32_to_fp16(v[d]); }
     }
-    attn_job J = { m, kv, a, b, il };
+    attn_job J = { m, kv, a, b, il, attn_head_for(kernels_current()) };
     pool_run(pool, attention_items, &J, (int64_t)n * p->n_head, 1);
     kern_matmul(&lw->wo, n, a->att, a->xb, &a->scratch, pool);
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);

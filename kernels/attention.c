@@ -1,0 +1,29 @@
+/* Attention per head: the scalar oracle and the dispatch (see attention.h). */
+#include "attention.h"
+#include "ops.h"
+#include <math.h>
+#include <string.h>
+
+void attn_head_scalar(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
+                      int n_pos, int hd, float scale, float *scores, float *out) {
+    for (int t = 0; t < n_pos; t++) {
+        const fp16_t *kt = k + (size_t)t * stride;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) s = fmaf(q[d], fp16_to_f32(kt[d]), s);
+        scores[t] = s * scale;
+    }
+    op_softmax(scores, n_pos);
+    memset(out, 0, sizeof(float) * (size_t)hd);
+    for (int t = 0; t < n_pos; t++) {
+        const fp16_t *vt = v + (size_t)t * stride;
+        for (int d = 0; d < hd; d++) out[d] = fmaf(scores[t], fp16_to_f32(vt[d]), out[d]);
+    }
+}
+
+attn_head_fn attn_head_for(kern_path_id p) {
+#if defined(__x86_64__)
+    if (p == KPATH_AVX2 || p == KPATH_AVX512) return attn_head_f16c;
+#endif
+    (void)p;
+    return attn_head_scalar;
+}

@@ -1,0 +1,27 @@
+/* Attention of one query head over a slot's fp16 KV cache: the non-matmul
+ * hot spot of prefill. A scalar oracle and an x86 path (F16C + FMA), chosen
+ * by the selected kernel path. Each (token, head) is computed on its own, so
+ * the result never depends on the rest of the batch. */
+#ifndef HEARTH_ATTENTION_H
+#define HEARTH_ATTENTION_H
+
+#include <stddef.h>
+#include "formats.h"
+#include "kernels.h"
+
+/* out[hd] = sum_t softmax(scale * q.k_t)_t * v_t over t in [0, n_pos).
+ * k_t = k + t * stride (fp16), likewise v. scores: n_pos floats of scratch. */
+typedef void (*attn_head_fn)(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
+                             int n_pos, int hd, float scale, float *scores, float *out);
+
+void attn_head_scalar(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
+                      int n_pos, int hd, float scale, float *scores, float *out);
+#if defined(__x86_64__)
+void attn_head_f16c(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
+                    int n_pos, int hd, float scale, float *scores, float *out);
+#endif
+
+/* The implementation for a kernel path (the scalar one when the path has none). */
+attn_head_fn attn_head_for(kern_path_id p);
+
+#endif

@@ -1,0 +1,48 @@
+/* Every attention path against the scalar oracle, with head dimensions
+ * that leave tails and context lengths from 1 up; a planted control (an
+ * oracle that skips the last position) must fail the same check. */
+#include "test.h"
+#include "../kernels/attention.h"
+#include <math.h>
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+/* the oracle minus its last position: what a tail bug looks like */
+static void attn_head_planted(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
+                              int n_pos, int hd, float scale, float *scores, float *out) {
+    attn_head_scalar(q, k, v, stride, n_pos > 1 ? n_pos - 1 : n_pos, hd, scale, scores, out);
+}
+
+static double max_rel_err(attn_head_fn f, int hd, int n_pos, size_t stride) {
+    float q[160], want[160], got[160], scores[400];
+    static fp16_t k[400 * 200], v[400 * 200];
+    for (int d = 0; d < hd; d++) q[d] = frand() * 2;
+    for (size_t i = 0; i < (size_t)n_pos * stride; i++) { k[i] = f32_to_fp16(frand()); v[i] = f32_to_fp16(frand()); }
+    attn_head_scalar(q, k, v, stride, n_pos, hd, 0.125f, scores, want);
+    f(q, k, v, stride, n_pos, hd, 0.125f, scores, got);
+    double worst = 0, norm = 1e-6;
+    for (int d = 0; d < hd; d++) norm = fmax(norm, fabs(want[d]));
+    for (int d = 0; d < hd; d++) worst = fmax(worst, fabs(want[d] - got[d]) / norm);
+    return worst;
+}
+
+int main(void) {
+    static const int hds[] = { 2, 6, 8, 64, 72, 128, 160 };
+    static const int lens[] = { 1, 2, 7, 64, 333 };
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p)) continue;
+        attn_head_fn f = attn_head_for((kern_path_id)p);
+        for (size_t i = 0; i < sizeof hds / sizeof *hds; i++)
+            for (size_t j = 0; j < sizeof lens / sizeof *lens; j++) {
+                double e = max_rel_err(f, hds[i], lens[j], (size_t)hds[i] + 16);
+                CHECKF(e < 1e-5, "%s: hd %d, %d positions: rel err %g", kernels_path_name((kern_path_id)p), hds[i], lens[j], e);
+            }
+    }
+    /* the planted control is caught */
+    CHECK(max_rel_err(attn_head_planted, 64, 64, 64) > 1e-3);
+    return test_summary("attention");
+}
