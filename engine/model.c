@@ -209,6 +209,22 @@ static void load_tensors(loader *L) {
     for (int il = 0; il < p->n_layer && !L->failed; il++) load_layer(L, il);
 }
 
+/* Every matrix the matmul reads, for repacking and release. */
+static int for_each_matrix(model *m, int (*fn)(hweight *)) {
+    int rc = fn(&m->output);
+    for (int il = 0; il < m->p.n_layer && !rc; il++) {
+        layer_weights *lw = &m->layers[il];
+        hweight *ws[] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++) rc = fn(ws[i]);
+    }
+    return rc;
+}
+
+static int release_matrix(hweight *w) {
+    kern_release_weight(w);
+    return 0;
+}
+
 static char *base_name(const char *path) {
     const char *b = strrchr(path, '/');
     return strdup(b ? b + 1 : path);
@@ -234,6 +250,10 @@ model *model_load(const char *path, char *err, size_t errlen) {
             fail(&L, "vocabulary has %d tokens but token_embd.weight only %d rows",
                  tokenizer_n_vocab(m->tok), m->p.n_vocab);
     }
+    /* Repack each matrix once into the selected kernel path's layout; the
+     * kernels release the original pages they no longer read. The token
+     * embedding stays as it is (rows are looked up, not multiplied). */
+    if (!L.failed && for_each_matrix(m, kern_prepare_weight)) fail(&L, "out of memory repacking the weights");
     if (L.failed) {
         /* prefix the file so the one line says where */
         char msg[512];
@@ -251,6 +271,7 @@ model *model_load(const char *path, char *err, size_t errlen) {
 void model_free(model *m) {
     if (!m) return;
     if (m->layers) {
+        for_each_matrix(m, release_matrix);
         for (int il = 0; il < m->p.n_layer; il++) {
             layer_weights *lw = &m->layers[il];
             free(lw->attn_norm); free(lw->ffn_norm); free(lw->q_norm); free(lw->k_norm);
@@ -258,6 +279,7 @@ void model_free(model *m) {
         }
         free(m->layers);
     }
+    if (!m->layers) kern_release_weight(&m->output);
     free(m->output_norm);
     free(m->rope_freqs);
     tokenizer_free(m->tok);

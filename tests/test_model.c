@@ -309,10 +309,15 @@ static void test_load_errors(void) {
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/hearth-test-model-XXXXXX");
     if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
-    kernels_select();
-    printf("kernels: %s\n", kernels_path_name(kernels_current()));
     hpool *pool = pool_create(2);
-    test_reference_fixtures(pool);
+    /* the fixtures on every kernel path this CPU runs (weights are repacked
+     * at load for the path selected then) */
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p) || !kernels_force((kern_path_id)p)) continue;
+        printf("kernels: %s\n", kernels_path_name(kernels_current()));
+        test_reference_fixtures(pool);
+    }
+    kernels_select();
     test_synthetic(pool);
     test_synthetic_real_vocab(pool);
     test_load_errors();
