@@ -34,6 +34,20 @@ static inline char *test_path(const char *rel) {
     return b;
 }
 
+/* A whole file, NUL-terminated (malloc'd), or NULL; *len gets its size if len. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[n] = 0; if (len) *len = (size_t)n; }
+    return b;
+}
+
 /* Prints SKIP with a reason (a missing input that CI must provide). */
 #define SKIP(...) do { printf("SKIP: "); printf(__VA_ARGS__); printf("\n"); } while (0)
 

@@ -17,19 +17,6 @@
 #include <math.h>
 #include <unistd.h>
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return buf;
-}
 
 static int json_ints(const cJSON *arr, int32_t **out) {
     int n = cJSON_GetArraySize(arr);
@@ -134,7 +121,7 @@ static void check_case(const cJSON *c, hpool *pool) {
 }
 
 static void test_reference_fixtures(hpool *pool) {
-    char *json = read_file(test_path("fixtures/reference.json"), NULL);
+    char *json = test_read_file(test_path("fixtures/reference.json"), NULL);
     if (!json) { SKIP("fixtures/reference.json not found under %s", test_shared_dir()); return; }
     cJSON *root = cJSON_Parse(json);
     CHECK(root && cJSON_IsArray(root));

@@ -14,18 +14,6 @@
 
 /* ---- helpers ---- */
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
 
 /* The file is closed right after loading: the tokenizer must keep nothing
  * that points into it. */
@@ -108,7 +96,7 @@ static void vocab_vectors(const tokenizer *t, const char *name) {
     snprintf(inp_rel, sizeof inp_rel, "models/tokenizer-tests/ggml-vocab-%s.gguf.inp", name);
     snprintf(out_rel, sizeof out_rel, "models/tokenizer-tests/ggml-vocab-%s.gguf.out", name);
     size_t in_len, out_len;
-    char *in = slurp(test_path(inp_rel), &in_len), *out = slurp(test_path(out_rel), &out_len);
+    char *in = test_read_file(test_path(inp_rel), &in_len), *out = test_read_file(test_path(out_rel), &out_len);
     if (!in || !out || !t) {
         SKIP("%s: test vectors or vocabulary missing", name);
         free(in);
@@ -159,7 +147,7 @@ static void vocab_vectors(const tokenizer *t, const char *name) {
 
 static void reference_prompts(void) {
     size_t len;
-    char *text = slurp(test_path("fixtures/reference.json"), &len);
+    char *text = test_read_file(test_path("fixtures/reference.json"), &len);
     if (!text) { SKIP("fixtures/reference.json missing"); return; }
     cJSON *root = cJSON_ParseWithLength(text, len);
     free(text);
