@@ -4,6 +4,7 @@
 #include "cli_args.h"
 #include "../engine/generate.h"
 #include "../engine/pool.h"
+#include "../engine/rss.h"
 #include "../engine/synth_model.h"
 #include "../engine/tokenizer.h"
 #include <stdio.h>
@@ -60,6 +61,8 @@ int cmd_run(int argc, char **argv) {
     model *m = model_load(model_path, err, sizeof err);
     if (!m) { fprintf(stderr, "hearth: %s\n", err); return 1; }
     if (n_ctx > m->p.n_ctx_train) n_ctx = m->p.n_ctx_train;
+    fprintf(stderr, "hearth: loaded %s (%s, %.1f MiB of weights); RSS after load %.1f MiB\n", m->name,
+            model_arch_name(m->p.arch), m->weight_bytes / 1048576.0, rss_bytes() / 1048576.0);
 
     int rc = 1;
     int32_t *ids = NULL;

@@ -11,10 +11,14 @@
 #include "../engine/generate.h"
 #include "../engine/gguf_write.h"
 #include "../engine/pool.h"
+#include "../engine/rss.h"
 #include "../engine/synth_model.h"
 #include "../engine/tokenizer.h"
 #include <cjson/cJSON.h>
 #include <math.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 
@@ -235,6 +239,41 @@ static void test_synthetic_real_vocab(hpool *pool) {
     }
 }
 
+/* One resident copy of the weights: after load (and the repacking into the
+ * kernels' layout), RSS grows by about the file size, not twice it. */
+static void test_rss_after_load(void) {
+    if (!rss_bytes()) { SKIP("this platform does not report RSS"); return; }
+    synth_spec s;
+    synth_spec_default(&s);
+    s.mix = "Q4_0"; s.n_embd = 1024; s.n_ff = 4096; s.n_layer = 4; s.n_head = 16; s.n_head_kv = 4;
+    s.n_vocab = 4096;
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/rss.gguf", tmpdir);
+    CHECKF(synth_model_write(&s, path, err, sizeof err) == 0, "%s", err);
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    uint64_t file_size = (uint64_t)ftell(f);
+    fclose(f);
+#if defined(__GLIBC__)
+    malloc_trim(0);   /* hand back what the writer freed, so it is not counted as "before" */
+#endif
+    uint64_t before = rss_bytes();
+    model *m = model_load(path, err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    /* run it, so every weight the kernels read has been touched */
+    generator *g = m ? gen_new(m, 32, 8, NULL) : NULL;
+    int32_t toks[4] = { 1, 50, 60, 70 };
+    CHECK(g && gen_eval(g, toks, 4, NULL) != NULL);
+    gen_free(g);
+    uint64_t grown = rss_bytes() - before;
+    printf("  RSS after loading and running a %.1f MiB model (%s kernels): +%.1f MiB\n", file_size / 1048576.0,
+           kernels_path_name(kernels_current()), grown / 1048576.0);
+    CHECKF(grown < file_size + file_size / 10 + (8u << 20), "RSS grew by %llu bytes for a %llu-byte file",
+           (unsigned long long)grown, (unsigned long long)file_size);
+    model_free(m);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 static void expect_load_error(gguf_writer *w, const char *name, const char *needle) {
     char path[512], err[512] = "";
@@ -307,6 +346,7 @@ int main(void) {
     kernels_select();
     test_synthetic(pool);
     test_synthetic_real_vocab(pool);
+    test_rss_after_load();
     test_load_errors();
     pool_destroy(pool);
     char cmd[300];
