@@ -7,12 +7,20 @@
  * (3) runs the plan once over the batch, and
  * (4) samples each slot that asked for logits and sends its events.
  * The lock guards only the queue, the cancel flags and the published slot
- * table; compute and callbacks run without it. */
+ * table; compute and callbacks run without it.
+ *
+ * Prompt state is reused twice over. A new job goes to the free slot whose
+ * resident KV shares the longest prefix with its prompt; then, when the
+ * prompt has full blocks of B tokens beyond that prefix, the longest run of
+ * them stored in the sqlite cache is copied into the slot (prompt_cache.h).
+ * Only the rest is prefilled. As prefill completes blocks, they are copied
+ * out to the cache's writer thread, once per block across all streams. */
 #include "engine.h"
 #include "forward.h"
 #include "pool.h"
 #include "stop_text.h"
 #include "tokenizer.h"
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,6 +36,7 @@ void engine_config_default(engine_config *c) {
     c->n_threads = pool_default_threads();
     c->queue_max = 64;
     c->prompt_cache_bytes = 4ull << 30;
+    c->prompt_cache_block = PROMPT_CACHE_BLOCK_TOKENS;
 }
 
 void job_params_default(job_params *p) {
@@ -86,6 +95,8 @@ typedef struct slot {
     uint64_t last_used;       /* step of last use, for LRU */
     uint64_t admitted;        /* admission order: oldest prefill first */
     double t_start, t_first;
+    int n_stored;             /* prompt blocks handed to the cache (or found there) */
+    block_key store_key;      /* the key of block n_stored - 1 */
 } slot;
 
 struct engine {
@@ -112,6 +123,11 @@ struct engine {
     uint64_t step, admissions;
     slot_info *published;     /* the slot table as of the last step */
     engine_stats stats;
+
+    prompt_cache *pc;         /* NULL: off */
+    int block;                /* B, tokens per stored block */
+    block_key root;           /* the parent of every prompt's first block */
+    atomic_bool forget;       /* engine_cache_clear: drop the free slots' resident prefixes */
 };
 
 /* ---- events --------------------------------------------------------------- */
@@ -215,7 +231,73 @@ static void slot_finish(engine *e, slot *sl, finish_reason why, int stop_index) 
     slot_release(e, sl);
 }
 
-/* Set up the job already claimed by a slot: reuse the resident prefix, set up sampling. */
+/* Copies the longest run of the prompt's stored blocks that starts at or
+ * before position `have` (the resident prefix) into the slot's KV; returns
+ * how many leading positions now hold the prompt's state. Positions before
+ * `have` are left alone: a block that starts inside the resident prefix is
+ * copied from there on. Runs on the engine thread: ~8 MB read per block of
+ * 256 tokens for a 1B model, far less than prefilling it. */
+static int slot_restore(engine *e, slot *sl, int have) {
+    job *j = sl->job;
+    int B = e->block, n_full = j->n_prompt / B;
+    int want = j->n_prompt - 1;   /* the last prompt token is evaluated anyway, for its logits */
+    int first = have / B;         /* the first block not wholly resident */
+    if (!e->pc || have >= want || first >= n_full) return have;
+    block_key k = e->root;
+    for (int i = 0; i < first; i++) block_key_next(&k, j->prompt + (size_t)i * B, B);
+    size_t row = (size_t)e->kv.kv_dim * sizeof(uint16_t);
+    int start = have, blocks = 0;
+    for (int i = first; i < n_full && have < want; i++) {
+        block_key_next(&k, j->prompt + (size_t)i * B, B);
+        block_view v;
+        if (prompt_cache_lookup(e->pc, &k, j->prompt, (i + 1) * B, &v)) break;
+        /* v.kv: per layer, B rows of K then B rows of V; the lookup checked
+         * the geometry and that v's prefix is exactly prompt[0, (i+1)B) */
+        size_t off = (size_t)(have - i * B), n = (size_t)B - off;
+        for (int l = 0; l < e->kv.n_layer; l++) {
+            const uint8_t *K = v.kv + (size_t)l * 2 * B * row, *V = K + (size_t)B * row;
+            memcpy(kv_k_at(&e->kv, l, sl->id, i * B + (int)off), K + off * row, n * row);
+            memcpy(kv_v_at(&e->kv, l, sl->id, i * B + (int)off), V + off * row, n * row);
+        }
+        prompt_cache_touch(e->pc, &k);
+        have = (i + 1) * B;
+        blocks++;
+    }
+    prompt_cache_note_lookup(e->pc, blocks, have - start);
+    return have;
+}
+
+/* Hands the prompt's full blocks evaluated so far, and not yet stored by
+ * anyone, to the cache's writer: their KV rows are copied out now, since
+ * the slot will be overwritten. Blocks already stored or queued (the same
+ * prompt in another stream) are skipped; when the queue is full the rest
+ * of the prompt is given up, as later blocks are useless without it. */
+static void slot_store(engine *e, slot *sl) {
+    job *j = sl->job;
+    if (!e->pc || !j->params.cache_prompt) return;
+    int B = e->block;
+    int done = sl->n_prefilled < j->n_prompt ? sl->n_prefilled : j->n_prompt;
+    size_t row = (size_t)e->kv.kv_dim * sizeof(uint16_t), rows = (size_t)B * row;
+    while (sl->n_stored < done / B) {
+        int i = sl->n_stored;
+        block_key_next(&sl->store_key, j->prompt + (size_t)i * B, B);
+        pc_item *it;
+        uint8_t *dst;
+        int r = prompt_cache_store_begin(e->pc, &sl->store_key, j->prompt, (i + 1) * B, &it, &dst);
+        if (r < 0) { sl->n_stored = INT_MAX; return; }
+        if (r > 0) {
+            for (int l = 0; l < e->kv.n_layer; l++) {
+                memcpy(dst + (size_t)l * 2 * rows, kv_k_at(&e->kv, l, sl->id, i * B), rows);
+                memcpy(dst + (size_t)l * 2 * rows + rows, kv_v_at(&e->kv, l, sl->id, i * B), rows);
+            }
+            prompt_cache_store_commit(e->pc, it);
+        }
+        sl->n_stored++;
+    }
+}
+
+/* Set up the job already claimed by a slot: reuse the resident prefix, then
+ * stored blocks, set up sampling. */
 static int slot_admit(engine *e, slot *sl) {
     job *j = sl->job;
     int reuse = j->params.cache_prompt ? common_prefix(sl->tokens, sl->n_past, j->prompt, j->n_prompt) : 0;
@@ -229,6 +311,11 @@ static int slot_admit(engine *e, slot *sl) {
         return -1;
     }
     for (int i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
+    /* only now that nothing can fail: the restore overwrites resident KV */
+    if (j->params.cache_prompt) reuse = slot_restore(e, sl, reuse);
+    if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
+    sl->n_stored = 0;
+    sl->store_key = e->root;
     detok_init(&sl->detok, e->m->tok, false);
     sl->detok.at_start = false;   /* generated text continues the prompt */
     sl->state = SLOT_PREFILL;
@@ -240,6 +327,9 @@ static int slot_admit(engine *e, slot *sl) {
     sl->t_first = 0;
     sl->admitted = e->admissions++;
     memcpy(sl->tokens, j->prompt, sizeof(int32_t) * (size_t)j->n_prompt);
+    pthread_mutex_lock(&e->mu);
+    e->stats.cached_tokens += (uint64_t)reuse;
+    pthread_mutex_unlock(&e->mu);
     return 0;
 }
 
@@ -277,6 +367,9 @@ static void schedule(engine *e) {
         else if (atomic_load(&sl->job->cancelled)) slot_finish(e, sl, FINISH_CANCELLED, -1);
     }
     if (e->stopping) return;
+    if (atomic_exchange(&e->forget, false))
+        for (int s = 0; s < e->cfg.n_slots; s++)
+            if (e->slots[s].state == SLOT_FREE) e->slots[s].n_past = 0;
 
     /* admit in arrival order; a job pinned to a busy slot waits without blocking others */
     pthread_mutex_lock(&e->mu);
@@ -449,6 +542,10 @@ static void *engine_main(void *arg) {
             else generated++;
             sl->n_past++;
         }
+        /* blocks completed by this step go to the cache, before sampling can
+         * end a job (its KV stays resident either way) */
+        for (int s = 0; s < e->cfg.n_slots; s++)
+            if (e->slots[s].state == SLOT_PREFILL) slot_store(e, &e->slots[s]);
         for (int r = 0; r < n_rows; r++) {
             slot *sl = &e->slots[e->b_row_slot[r]];
             if (sl->state == SLOT_FREE) continue;
@@ -508,6 +605,17 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     e->stats.kv_cells_total = (uint64_t)S * e->cfg.n_ctx;
     e->stats.kv_bytes = kv_cache_bytes(&e->kv);
     e->next_job_id = 1;
+    atomic_init(&e->forget, false);
+    e->block = e->cfg.prompt_cache_block > 0 ? e->cfg.prompt_cache_block : PROMPT_CACHE_BLOCK_TOKENS;
+    if (e->cfg.prompt_cache && *e->cfg.prompt_cache && strcmp(e->cfg.prompt_cache, "off") &&
+        e->cfg.prompt_cache_bytes > 0) {
+        prompt_cache_config pcc = { .path = e->cfg.prompt_cache, .n_layer = e->kv.n_layer, .kv_dim = e->kv.kv_dim,
+                                    .block_tokens = e->block, .max_bytes = e->cfg.prompt_cache_bytes };
+        prompt_cache_fingerprint(m, e->block, pcc.fingerprint);
+        block_key_root(pcc.fingerprint, &e->root);
+        e->pc = prompt_cache_open(&pcc);   /* NULL: off; it said why on stderr */
+    }
+    e->cfg.prompt_cache = NULL;            /* the caller's string: not kept */
     publish(e);
     if (pthread_create(&e->thread, NULL, engine_main, e)) {
         snprintf(err, errlen, "cannot start the engine thread");
@@ -516,6 +624,7 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     return e;
 fail:
     e->thread = 0;
+    prompt_cache_close(e->pc);
     kv_cache_free(&e->kv);
     fwd_arena_free(e->arena);
     pool_destroy(e->pool);
@@ -537,6 +646,7 @@ void engine_destroy(engine *e) {
     pthread_join(e->thread, NULL);
     /* anything submitted after the thread's last look */
     schedule(e);
+    prompt_cache_close(e->pc);   /* writes what is queued, joins the writer */
     kv_cache_free(&e->kv);
     fwd_arena_free(e->arena);
     pool_destroy(e->pool);
@@ -631,3 +741,15 @@ void engine_get_stats(engine *e, engine_stats *out) {
 
 const model *engine_model(const engine *e) { return e->m; }
 int engine_n_ctx(const engine *e) { return e->cfg.n_ctx; }
+
+int engine_cache_stats(engine *e, prompt_cache_stats *out) {
+    prompt_cache_get_stats(e->pc, out);
+    return out->enabled ? 0 : -1;
+}
+
+int engine_cache_clear(engine *e) {
+    atomic_store(&e->forget, true);   /* seen by the next schedule(), before any admission */
+    return prompt_cache_clear(e->pc);
+}
+
+void engine_cache_sync(engine *e) { prompt_cache_sync(e->pc); }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include "model.h"
 #include "sampler.h"
+#include "prompt_cache.h"
 
 typedef struct engine engine;
 
@@ -22,6 +23,7 @@ typedef struct engine_config {
     int queue_max;            /* waiting jobs, default 64 */
     const char *prompt_cache; /* sqlite path, or NULL / "off" */
     uint64_t prompt_cache_bytes;
+    int prompt_cache_block;   /* tokens per stored block, default 256 (PROMPT_CACHE_BLOCK_TOKENS) */
 } engine_config;
 
 void engine_config_default(engine_config *c);
@@ -107,6 +109,16 @@ typedef struct engine_stats {
 int engine_slots(engine *e, slot_info *out, int max);   /* returns n_slots */
 void engine_get_stats(engine *e, engine_stats *out);
 const model *engine_model(const engine *e);
+
+/* The prompt-state cache (sqlite) behind GET/DELETE /cache and /metrics.
+ * Thread-safe. Stats: fills *out (all zero when the cache is off) and
+ * returns 0, or -1 when the cache is off. Clear: forgets every stored block
+ * and every slot's resident prefix, so the next request prefills from
+ * scratch; 0, or -1 when the cache is off. Sync: waits until every block
+ * handed to the writer so far is written (tests, benchmarks). */
+int engine_cache_stats(engine *e, prompt_cache_stats *out);
+int engine_cache_clear(engine *e);
+void engine_cache_sync(engine *e);
 int engine_n_ctx(const engine *e);
 
 #endif

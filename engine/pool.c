@@ -212,12 +212,12 @@ void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain) {
 
     /* Wait for blocks other workers still run: spin, then sleep. */
     uint64_t t0 = now_ns();
-    for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) != nb; i++) {
+    for (int i = 0; atomic_load_explicit(&p->done, memory_order_acquire) < nb; i++) {
         cpu_relax();
         if ((i & 63) == 63 && now_ns() - t0 > POOL_SPIN_NS) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->caller_sleeping, true);
-            while (atomic_load(&p->done) != nb) pthread_cond_wait(&p->finished, &p->mu);
+            while (atomic_load(&p->done) < nb) pthread_cond_wait(&p->finished, &p->mu);
             atomic_store(&p->caller_sleeping, false);
             pthread_mutex_unlock(&p->mu);
             break;

@@ -128,6 +128,10 @@ const char *kernels_cpu_summary(void) {
     return summary;
 }
 
+#if defined(__aarch64__)
+bool kernels_cpu_has_i8mm(void) { return get_caps()->i8mm; }
+#endif
+
 const kern_path *kern_path_get(kern_path_id id) {
     switch (id) {
     case KPATH_SCALAR: return &kern_path_scalar;

@@ -86,6 +86,9 @@ extern const kern_path kern_path_avx512;
 #if defined(__aarch64__)
 /* Weak: the NEON path links in only when kernels/kern_neon.c provides it. */
 extern const kern_path kern_path_neon __attribute__((weak));
+/* The probe's answer for i8mm (SMMLA): the NEON path runs its GEMM with it
+ * only when this says yes. */
+bool kernels_cpu_has_i8mm(void);
 #endif
 
 /* The table for a path id, or NULL when this build has none. */

@@ -1,0 +1,779 @@
+/* The prompt-state cache on disk (see prompt_cache.h).
+ *
+ * Two connections to one WAL database: the writer thread's, which does
+ * every write, and the engine thread's, which only reads (a WAL reader
+ * never waits for the writer). Blocks reach the writer through a queue
+ * bounded in bytes; when it is full a store is dropped, so the engine
+ * thread never waits on the disk. A store is a copy of the KV rows made by
+ * the engine thread; the writer checksums and inserts it.
+ *
+ * Schema: one row per block. The unique (fp, key) index makes the same
+ * block stored twice (two streams, two processes) one row; the LRU index
+ * orders eviction by last use, deepest block first on a tie, because a
+ * chain is only usable from its first block. The blob is read with
+ * incremental blob I/O straight into a reusable buffer. */
+#include "prompt_cache.h"
+#include "model.h"
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define APP_ID 0x48525448          /* "HRTH" in PRAGMA application_id */
+#define SCHEMA_VERSION 1           /* PRAGMA user_version */
+#define QUEUE_MAX_BYTES (256ull << 20)
+#define QUEUE_MAX_ITEMS 4096
+#define BATCH_MAX_BYTES (64ull << 20)   /* one write transaction */
+#define WRITER_BUSY_MS 5000        /* another process holding the write lock */
+#define READER_BUSY_MS 100
+
+typedef enum { IT_STORE, IT_TOUCH, IT_DELETE, IT_CLEAR } item_kind;
+
+struct pc_item {
+    item_kind kind;
+    struct pc_item *next;
+    block_key key;
+    uint32_t n_tokens;
+    size_t size;              /* blob bytes (STORE) */
+    uint8_t *blob;
+};
+
+struct prompt_cache {
+    char *path;
+    uint8_t fp[16];
+    uint32_t n_layer, kv_dim, B;
+    uint64_t max_bytes;
+    uint64_t queue_cap;
+    size_t max_blob;          /* sqlite's length limit */
+
+    /* the engine thread's read connection */
+    sqlite3 *rdb;
+    sqlite3_stmt *q_find, *q_has;
+    uint8_t *scratch;
+    size_t scratch_cap;
+
+    /* the writer's connection: used by the writer thread only */
+    sqlite3 *wdb;
+    sqlite3_stmt *w_ins, *w_touch, *w_del, *w_tick, *w_total, *w_oldest, *w_del_id, *w_clear;
+
+    pthread_t writer;
+    bool writer_started;
+    pthread_mutex_t mu;       /* guards everything below */
+    pthread_cond_t work_cv, idle_cv;
+    pc_item *head, *tail;     /* the queue */
+    pc_item *inflight;        /* the batch the writer is writing */
+    uint64_t q_bytes;         /* bytes of queued and in-flight blobs */
+    int q_len;
+    bool stopping, busy;
+    prompt_cache_stats st;
+    atomic_bool off;
+    atomic_int clear_pending;
+};
+
+static void warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("hearth: warning: prompt cache: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---- paths and fingerprint ----------------------------------------------- */
+static int make_dirs(const char *dir) {
+    char tmp[1024];
+    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) return -1;
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+int prompt_cache_default_path(char *buf, size_t cap) {
+    char dir[1024];
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+#ifdef __APPLE__
+    xdg = NULL;
+    if (home && *home) snprintf(dir, sizeof dir, "%s/Library/Caches/hearth", home);
+#else
+    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/hearth", xdg);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/hearth", home);
+#endif
+    else return -1;
+    if (make_dirs(dir)) return -1;
+    return snprintf(buf, cap, "%s/prompt-cache.db", dir) < (int)cap ? 0 : -1;
+}
+
+typedef struct { uint64_t lo, hi; } fp_state;
+
+static void fp_mix(fp_state *s, const void *p, size_t n) {
+    s->lo = hash64(p, n, s->lo);
+    s->hi = hash64(p, n, s->hi ^ 0x5bd1e9955bd1e995ull);
+}
+
+void prompt_cache_fingerprint(const model *m, int block_tokens, uint8_t out[16]) {
+    const gguf_file *g = &m->file;
+    fp_state s = { 0x6865617274682d66ull, 0x696e6765727072ull };
+    uint64_t fields[8] = { BLOCK_VERSION, BLOCK_KV_F16, (uint64_t)m->p.n_layer,
+                           (uint64_t)m->p.n_head_kv * (uint64_t)m->p.head_dim, (uint64_t)block_tokens,
+                           g->size, g->data_offset, g->n_tensors };
+    fp_mix(&s, fields, sizeof fields);
+    if (g->map && g->size) {
+        /* header, metadata and tensor table: what the model is */
+        uint64_t head = g->data_offset && g->data_offset <= g->size ? g->data_offset : g->size;
+        fp_mix(&s, g->map, (size_t)head);
+        /* the weights themselves, sampled: 64 windows of 4 KiB spread evenly
+         * and the last 4 KiB, so rewritten weights of the same shape (a
+         * re-quantized or retrained file) change the fingerprint too */
+        uint64_t span = g->size - head, win = 4096;
+        for (int i = 0; i < 64 && span; i++) {
+            uint64_t at = head + span / 64 * (uint64_t)i;
+            uint64_t n = g->size - at < win ? g->size - at : win;
+            fp_mix(&s, g->map + at, (size_t)n);
+        }
+        if (span) {
+            uint64_t n = span < win ? span : win;
+            fp_mix(&s, g->map + g->size - n, (size_t)n);
+        }
+    }
+    memcpy(out, &s.lo, 8);
+    memcpy(out + 8, &s.hi, 8);
+}
+
+/* ---- opening ------------------------------------------------------------- */
+typedef enum { OPEN_OK, OPEN_BAD_FILE, OPEN_FAIL } open_result;
+
+static uint32_t be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Looks at the file before sqlite does: it must be empty, missing, or an
+ * sqlite database whose header agrees with its size. The size check is
+ * skipped while a WAL exists (a checkpoint cut short is repaired from it). */
+static open_result precheck_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? OPEN_OK : OPEN_FAIL;
+    uint8_t h[100];
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {   /* a folder is a mistake, not garbage */
+        fclose(f);
+        return OPEN_FAIL;
+    }
+    size_t n = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (st.st_size == 0) return OPEN_OK;
+    if (n < sizeof h || memcmp(h, "SQLite format 3", 16)) return OPEN_BAD_FILE;
+    uint32_t page = (uint32_t)h[16] << 8 | h[17];
+    if (page == 1) page = 65536;
+    uint32_t pages = be32(h + 28);
+    bool size_valid = pages && be32(h + 24) == be32(h + 92);
+    char wal[PATH_MAX + 8];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat ws;
+    bool has_wal = stat(wal, &ws) == 0 && ws.st_size > 0;
+    if (size_valid && !has_wal && (uint64_t)pages * page > (uint64_t)st.st_size) return OPEN_BAD_FILE;
+    return OPEN_OK;
+}
+
+/* Renames the file (and its WAL) to PATH.corrupt.N and drops its -shm. */
+static void move_aside(const char *path) {
+    char aside[PATH_MAX + 32], a[PATH_MAX + 40], b[PATH_MAX + 40];
+    for (int i = 1; i < 1000; i++) {
+        snprintf(aside, sizeof aside, "%s.corrupt.%d", path, i);
+        if (access(aside, F_OK) != 0) break;
+    }
+    if (rename(path, aside)) {
+        warn("cannot move %s aside: %s", path, strerror(errno));
+        return;
+    }
+    snprintf(a, sizeof a, "%s-wal", path);
+    snprintf(b, sizeof b, "%s-wal", aside);
+    rename(a, b);
+    snprintf(a, sizeof a, "%s-shm", path);
+    unlink(a);
+    warn("%s was corrupt or not hearth's: moved to %s", path, aside);
+}
+
+static int prep(sqlite3 *db, const char *sql, sqlite3_stmt **st) {
+    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+}
+
+static bool is_bad_file(int rc) {
+    rc &= 0xff;
+    return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
+/* Transient: another process holds the lock, or one blob is too big. */
+static bool is_transient(int rc) {
+    rc &= 0xff;
+    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_TOOBIG;
+}
+
+static int pragma_int(sqlite3 *db, const char *sql, int64_t *out) {
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc) return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) { *out = sqlite3_column_int64(st, 0); rc = SQLITE_OK; }
+    else if (rc == SQLITE_DONE) { *out = 0; rc = SQLITE_OK; }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static const char schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS blocks("
+    " id INTEGER PRIMARY KEY,"
+    " fp BLOB NOT NULL,"          /* model fingerprint, 16 bytes */
+    " key BLOB NOT NULL,"         /* chained hash of the prefix, 16 bytes */
+    " n_tokens INTEGER NOT NULL," /* prefix length the block ends */
+    " bytes INTEGER NOT NULL,"    /* length of data */
+    " last_used INTEGER NOT NULL,"/* LRU tick */
+    " data BLOB NOT NULL);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS blocks_key ON blocks(fp, key);"
+    "CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used, n_tokens DESC, bytes);";
+
+static void writer_finalize(prompt_cache *pc) {
+    sqlite3_stmt **w[] = { &pc->w_ins, &pc->w_touch, &pc->w_del, &pc->w_tick, &pc->w_total,
+                           &pc->w_oldest, &pc->w_del_id, &pc->w_clear };
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) { sqlite3_finalize(*w[i]); *w[i] = NULL; }
+    sqlite3_finalize(pc->q_find); sqlite3_finalize(pc->q_has);
+    pc->q_find = pc->q_has = NULL;
+    sqlite3_close(pc->rdb);
+    sqlite3_close(pc->wdb);
+    pc->rdb = pc->wdb = NULL;
+}
+
+/* Entries and bytes of the whole table, by the statement given. */
+static int count_blocks(sqlite3 *db, sqlite3_stmt *st, uint64_t *entries, uint64_t *bytes) {
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *entries = (uint64_t)sqlite3_column_int64(st, 0);
+        *bytes = (uint64_t)sqlite3_column_int64(st, 1);
+        rc = SQLITE_OK;
+    }
+    sqlite3_reset(st);
+    (void)db;
+    return rc;
+}
+
+/* One attempt at opening: OPEN_BAD_FILE means move it aside and retry. */
+static open_result open_db(prompt_cache *pc, const char **why, int *why_rc) {
+    open_result pre = precheck_file(pc->path);
+    if (pre != OPEN_OK) { *why = "unreadable file"; *why_rc = SQLITE_CANTOPEN; return pre; }
+    int rc = sqlite3_open_v2(pc->path, &pc->wdb, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int64_t app = 0, ver = 0, n_schema = 0;
+    sqlite3_stmt *scan = NULL;
+    *why = "open";
+    if (rc) goto fail;
+    sqlite3_busy_timeout(pc->wdb, WRITER_BUSY_MS);
+    /* read-only questions first: another application's database must not
+     * be changed (not even its journal mode) before it is set aside */
+    *why = "read the header";
+    if ((rc = pragma_int(pc->wdb, "SELECT count(*) FROM sqlite_schema", &n_schema))) goto fail;
+    if ((rc = pragma_int(pc->wdb, "PRAGMA application_id", &app))) goto fail;
+    if ((rc = pragma_int(pc->wdb, "PRAGMA user_version", &ver))) goto fail;
+    if (n_schema > 0 && (app != APP_ID || ver != SCHEMA_VERSION)) { *why = "foreign database"; return OPEN_BAD_FILE; }
+    if (n_schema == 0) {
+        /* a new file: large pages suit blobs of megabytes; incremental
+         * vacuum lets a clear give the space back. Both only take effect
+         * before the first table. */
+        *why = "create";
+        if ((rc = sqlite3_exec(pc->wdb, "PRAGMA page_size=65536; PRAGMA auto_vacuum=INCREMENTAL;", 0, 0, 0))) goto fail;
+    }
+    *why = "set WAL mode";
+    if ((rc = sqlite3_exec(pc->wdb, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                                    "PRAGMA journal_size_limit=67108864;", 0, 0, 0))) goto fail;
+    if (n_schema == 0) {
+        char sql[1024];
+        snprintf(sql, sizeof sql, "BEGIN IMMEDIATE; %s PRAGMA application_id=%d; PRAGMA user_version=%d; COMMIT;",
+                 schema_sql, APP_ID, SCHEMA_VERSION);
+        *why = "create the schema";
+        rc = sqlite3_exec(pc->wdb, sql, 0, 0, 0);
+        if (rc) { sqlite3_exec(pc->wdb, "ROLLBACK", 0, 0, 0); goto fail; }
+    }
+    /* the statements double as the schema check: a table with other
+     * columns fails to prepare */
+    *why = "schema";
+    if ((rc = prep(pc->wdb, "INSERT OR IGNORE INTO blocks(fp, key, n_tokens, bytes, last_used, data) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6)", &pc->w_ins)) ||
+        (rc = prep(pc->wdb, "UPDATE blocks SET last_used = ?3 WHERE fp = ?1 AND key = ?2", &pc->w_touch)) ||
+        (rc = prep(pc->wdb, "DELETE FROM blocks WHERE fp = ?1 AND key = ?2", &pc->w_del)) ||
+        (rc = prep(pc->wdb, "SELECT coalesce(max(last_used), 0) + 1 FROM blocks", &pc->w_tick)) ||
+        (rc = prep(pc->wdb, "SELECT count(*), coalesce(sum(bytes), 0) FROM blocks INDEXED BY blocks_lru", &pc->w_total)) ||
+        (rc = prep(pc->wdb, "SELECT id, bytes FROM blocks ORDER BY last_used, n_tokens DESC LIMIT 1", &pc->w_oldest)) ||
+        (rc = prep(pc->wdb, "DELETE FROM blocks WHERE id = ?1", &pc->w_del_id)) ||
+        (rc = prep(pc->wdb, "DELETE FROM blocks", &pc->w_clear))) {
+        if ((rc & 0xff) == SQLITE_ERROR) { *why = "foreign schema"; return OPEN_BAD_FILE; }
+        goto fail;
+    }
+    /* walk the table's own pages once (not only the index the writer
+     * counts with): a damaged tree shows here rather than mid-serving */
+    *why = "scan";
+    if ((rc = sqlite3_prepare_v2(pc->wdb, "SELECT count(*), coalesce(sum(bytes), 0) FROM blocks NOT INDEXED",
+                                 -1, &scan, NULL))) goto fail;
+    rc = count_blocks(pc->wdb, scan, &pc->st.entries, &pc->st.bytes);
+    sqlite3_finalize(scan);
+    if (rc) goto fail;
+    if ((rc = count_blocks(pc->wdb, pc->w_total, &pc->st.entries, &pc->st.bytes))) goto fail;
+
+    *why = "open the reader";
+    if ((rc = sqlite3_open_v2(pc->path, &pc->rdb, SQLITE_OPEN_READWRITE, NULL))) goto fail;
+    sqlite3_busy_timeout(pc->rdb, READER_BUSY_MS);
+    if ((rc = sqlite3_exec(pc->rdb, "PRAGMA query_only=1", 0, 0, 0)) ||
+        (rc = prep(pc->rdb, "SELECT id, length(data) FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_find)) ||
+        (rc = prep(pc->rdb, "SELECT 1 FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_has))) goto fail;
+    pc->max_blob = (size_t)sqlite3_limit(pc->wdb, SQLITE_LIMIT_LENGTH, -1);
+    return OPEN_OK;
+fail:
+    *why_rc = rc;
+    return is_bad_file(rc) ? OPEN_BAD_FILE : OPEN_FAIL;
+}
+
+static void *writer_main(void *arg);
+
+prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
+    if (!c->path || !*c->path || c->n_layer < 1 || c->kv_dim < 1 || c->block_tokens < 1) return NULL;
+    prompt_cache *pc = calloc(1, sizeof *pc);
+    if (!pc || !(pc->path = strdup(c->path))) { free(pc); warn("out of memory"); return NULL; }
+    memcpy(pc->fp, c->fingerprint, 16);
+    pc->n_layer = (uint32_t)c->n_layer;
+    pc->kv_dim = (uint32_t)c->kv_dim;
+    pc->B = (uint32_t)c->block_tokens;
+    pc->max_bytes = c->max_bytes;
+    pc->queue_cap = c->max_bytes < QUEUE_MAX_BYTES ? c->max_bytes : QUEUE_MAX_BYTES;
+    pc->st.enabled = true;
+    pc->st.max_bytes = c->max_bytes;
+    atomic_init(&pc->off, false);
+    atomic_init(&pc->clear_pending, 0);
+    pthread_mutex_init(&pc->mu, NULL);
+    pthread_cond_init(&pc->work_cv, NULL);
+    pthread_cond_init(&pc->idle_cv, NULL);
+
+    const char *why = "";
+    int rc = 0;
+    open_result r = open_db(pc, &why, &rc);
+    if (r == OPEN_BAD_FILE) {
+        /* corrupt, truncated, foreign: set it aside and start afresh, once */
+        writer_finalize(pc);
+        memset(&pc->st, 0, sizeof pc->st);
+        pc->st.enabled = true;
+        pc->st.max_bytes = c->max_bytes;
+        move_aside(pc->path);
+        r = open_db(pc, &why, &rc);
+    }
+    if (r != OPEN_OK) {
+        warn("cannot use %s (%s: %s): turned off, serving goes on", pc->path, why,
+             rc ? sqlite3_errstr(rc) : "bad file");
+        prompt_cache_close(pc);
+        return NULL;
+    }
+    if (pthread_create(&pc->writer, NULL, writer_main, pc)) {
+        warn("cannot start the writer thread: turned off");
+        prompt_cache_close(pc);
+        return NULL;
+    }
+    pc->writer_started = true;
+    return pc;
+}
+
+static void item_free(pc_item *it) {
+    if (!it) return;
+    free(it->blob);
+    free(it);
+}
+
+/* Frees the queue (not the in-flight batch). Caller holds mu. */
+static void drop_queue_locked(prompt_cache *pc, bool count) {
+    while (pc->head) {
+        pc_item *it = pc->head;
+        pc->head = it->next;
+        if (count && it->kind == IT_STORE) pc->st.blocks_dropped++;
+        if (it->kind == IT_CLEAR) atomic_fetch_sub(&pc->clear_pending, 1);
+        pc->q_bytes -= it->size;
+        pc->q_len--;
+        item_free(it);
+    }
+    pc->tail = NULL;
+}
+
+void prompt_cache_close(prompt_cache *pc) {
+    if (!pc) return;
+    if (pc->writer_started) {
+        pthread_mutex_lock(&pc->mu);
+        pc->stopping = true;
+        pthread_cond_broadcast(&pc->work_cv);
+        pthread_mutex_unlock(&pc->mu);
+        pthread_join(pc->writer, NULL);
+    }
+    drop_queue_locked(pc, false);
+    writer_finalize(pc);
+    free(pc->scratch);
+    pthread_mutex_destroy(&pc->mu);
+    pthread_cond_destroy(&pc->work_cv);
+    pthread_cond_destroy(&pc->idle_cv);
+    free(pc->path);
+    free(pc);
+}
+
+/* An error that is not transient (or any error, with `always`) turns the
+ * cache off for this process; a corrupt file is also moved aside, so the
+ * next start builds a new one. */
+static void cache_fail(prompt_cache *pc, int rc, const char *what, bool always) {
+    if (is_transient(rc) && !always) return;
+    pthread_mutex_lock(&pc->mu);
+    if (!atomic_load(&pc->off)) {
+        atomic_store(&pc->off, true);
+        pc->st.enabled = false;
+        warn("%s: %s: %s; turned off, serving goes on", pc->path, what, sqlite3_errstr(rc));
+        if (is_bad_file(rc)) move_aside(pc->path);
+        drop_queue_locked(pc, true);
+        pthread_cond_broadcast(&pc->idle_cv);
+    }
+    pthread_mutex_unlock(&pc->mu);
+}
+
+bool prompt_cache_enabled(prompt_cache *pc) { return pc && !atomic_load(&pc->off); }
+
+/* ---- the writer ------------------------------------------------------------ */
+static void bind_key(sqlite3_stmt *st, const prompt_cache *pc, const block_key *k) {
+    sqlite3_bind_blob(st, 1, pc->fp, 16, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, k->b, 16, SQLITE_TRANSIENT);
+}
+
+/* Runs a statement that returns no rows; SQLITE_OK or the error. */
+static int run(sqlite3_stmt *st) {
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
+/* Writes one batch in one transaction; counts what it did into *done. */
+typedef struct { uint64_t stored, evicted; bool cleared; } batch_result;
+
+static int write_batch(prompt_cache *pc, pc_item *batch, batch_result *res) {
+    sqlite3 *db = pc->wdb;
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0);
+    if (rc) return rc;
+    int64_t tick = 1;
+    rc = sqlite3_step(pc->w_tick);
+    if (rc == SQLITE_ROW) { tick = sqlite3_column_int64(pc->w_tick, 0); rc = SQLITE_OK; }
+    sqlite3_reset(pc->w_tick);
+    for (pc_item *it = batch; it && !rc; it = it->next) {
+        switch (it->kind) {
+        case IT_STORE:
+            bind_key(pc->w_ins, pc, &it->key);
+            sqlite3_bind_int64(pc->w_ins, 3, it->n_tokens);
+            sqlite3_bind_int64(pc->w_ins, 4, (sqlite3_int64)it->size);
+            sqlite3_bind_int64(pc->w_ins, 5, tick);
+            sqlite3_bind_blob64(pc->w_ins, 6, it->blob, it->size, SQLITE_STATIC);
+            rc = run(pc->w_ins);
+            if (!rc && sqlite3_changes(db) == 1) res->stored++;
+            if ((rc & 0xff) == SQLITE_TOOBIG) rc = SQLITE_OK;   /* skip this one */
+            break;
+        case IT_TOUCH:
+            bind_key(pc->w_touch, pc, &it->key);
+            sqlite3_bind_int64(pc->w_touch, 3, tick);
+            rc = run(pc->w_touch);
+            break;
+        case IT_DELETE:
+            bind_key(pc->w_del, pc, &it->key);
+            rc = run(pc->w_del);
+            break;
+        case IT_CLEAR:
+            rc = run(pc->w_clear);
+            res->cleared = true;
+            break;
+        }
+    }
+    /* evict least recently used blocks down to the cap */
+    uint64_t entries = 0, bytes = 0;
+    if (!rc) rc = count_blocks(db, pc->w_total, &entries, &bytes);
+    while (!rc && bytes > pc->max_bytes) {
+        rc = sqlite3_step(pc->w_oldest);
+        if (rc != SQLITE_ROW) { sqlite3_reset(pc->w_oldest); rc = rc == SQLITE_DONE ? SQLITE_OK : rc; break; }
+        int64_t id = sqlite3_column_int64(pc->w_oldest, 0), b = sqlite3_column_int64(pc->w_oldest, 1);
+        sqlite3_reset(pc->w_oldest);
+        sqlite3_bind_int64(pc->w_del_id, 1, id);
+        rc = run(pc->w_del_id);
+        bytes = (uint64_t)b < bytes ? bytes - (uint64_t)b : 0;
+        entries -= entries > 0;
+        res->evicted++;
+    }
+    if (!rc) rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+    if (rc) {
+        sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+        return rc;
+    }
+    pthread_mutex_lock(&pc->mu);
+    pc->st.entries = entries;
+    pc->st.bytes = bytes;
+    pthread_mutex_unlock(&pc->mu);
+    if (res->cleared) {
+        /* give the space back: free pages to the file system, the WAL to zero */
+        sqlite3_exec(db, "PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);", 0, 0, 0);
+    }
+    return SQLITE_OK;
+}
+
+static void *writer_main(void *arg) {
+    prompt_cache *pc = arg;
+    pthread_mutex_lock(&pc->mu);
+    for (;;) {
+        while (!pc->head && !pc->stopping) pthread_cond_wait(&pc->work_cv, &pc->mu);
+        if (!pc->head) break;   /* stopping, and everything is written */
+        /* take a batch off the queue, up to BATCH_MAX_BYTES */
+        pc_item *batch = pc->head, *last = batch;
+        uint64_t bytes = batch->size;
+        while (last->next && bytes + last->next->size <= BATCH_MAX_BYTES) {
+            last = last->next;
+            bytes += last->size;
+        }
+        pc->head = last->next;
+        if (!pc->head) pc->tail = NULL;
+        last->next = NULL;
+        pc->inflight = batch;
+        pc->busy = true;
+        pthread_mutex_unlock(&pc->mu);
+
+        /* checksums outside the transaction, which they would only lengthen */
+        int n_clear = 0;
+        for (pc_item *it = batch; it; it = it->next) {
+            if (it->kind == IT_STORE) block_seal(it->blob, it->size);
+            n_clear += it->kind == IT_CLEAR;
+        }
+        batch_result res = { 0, 0, false };
+        int rc = atomic_load(&pc->off) ? SQLITE_OK : write_batch(pc, batch, &res);
+        /* a lost write costs a store; a lost clear would bring deleted
+         * blocks back, so the cache stops instead */
+        if (rc) cache_fail(pc, rc, "write", n_clear > 0);
+
+        pthread_mutex_lock(&pc->mu);
+        pc->st.blocks_stored += res.stored;
+        pc->st.evictions += res.evicted;
+        for (pc_item *it = batch; it;) {
+            pc_item *next = it->next;
+            if (rc && it->kind == IT_STORE) pc->st.blocks_dropped++;
+            pc->q_bytes -= it->size;
+            pc->q_len--;
+            item_free(it);
+            it = next;
+        }
+        pc->inflight = NULL;
+        pc->busy = false;
+        atomic_fetch_sub(&pc->clear_pending, n_clear);
+        pthread_cond_broadcast(&pc->idle_cv);
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return NULL;
+}
+
+/* Appends an item; false (and frees it) when the cache is off. Caller holds mu. */
+static bool enqueue_locked(prompt_cache *pc, pc_item *it) {
+    if (atomic_load(&pc->off)) {
+        pc->q_bytes -= it->size;
+        pc->q_len--;
+        item_free(it);
+        return false;
+    }
+    it->next = NULL;
+    if (pc->tail) pc->tail->next = it; else pc->head = it;
+    pc->tail = it;
+    pthread_cond_signal(&pc->work_cv);
+    return true;
+}
+
+/* A small item (touch, delete); dropped when the queue is full. */
+static void post_small(prompt_cache *pc, item_kind kind, const block_key *k) {
+    pc_item *it = calloc(1, sizeof *it);
+    if (!it) return;
+    it->kind = kind;
+    it->key = *k;
+    pthread_mutex_lock(&pc->mu);
+    if (pc->q_len >= QUEUE_MAX_ITEMS) {
+        free(it);
+    } else {
+        pc->q_len++;
+        enqueue_locked(pc, it);
+    }
+    pthread_mutex_unlock(&pc->mu);
+}
+
+/* ---- the engine thread ------------------------------------------------------ */
+static bool usable(prompt_cache *pc) {
+    return pc && !atomic_load(&pc->off) && atomic_load(&pc->clear_pending) == 0;
+}
+
+int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                        block_view *out) {
+    if (!usable(pc) || n_tokens < (int)pc->B) return -1;
+    block_shape s = { (uint32_t)n_tokens, pc->B, pc->n_layer, pc->kv_dim };
+    size_t want = block_blob_size(&s);
+    if (!want || want > (size_t)INT_MAX) return -1;
+    sqlite3_stmt *q = pc->q_find;
+    bind_key(q, pc, k);
+    int rc = sqlite3_step(q), result = -1;
+    bool bad = false;
+    if (rc == SQLITE_ROW) {
+        /* the statement stays on its row while the blob is read: one read
+         * transaction, so the row cannot change underneath */
+        sqlite3_int64 id = sqlite3_column_int64(q, 0), len = sqlite3_column_int64(q, 1);
+        rc = SQLITE_OK;
+        if (len != (sqlite3_int64)want) {
+            bad = true;
+        } else {
+            if (pc->scratch_cap < want) {
+                uint8_t *p = realloc(pc->scratch, want);
+                if (p) { pc->scratch = p; pc->scratch_cap = want; }
+            }
+            if (pc->scratch_cap >= want) {
+                sqlite3_blob *b = NULL;
+                rc = sqlite3_blob_open(pc->rdb, "main", "blocks", "data", id, 0, &b);
+                if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)want, 0);
+                sqlite3_blob_close(b);
+                if (rc == SQLITE_OK) {
+                    block_view v;
+                    if (block_decode(pc->scratch, want, &v) || memcmp(v.fingerprint, pc->fp, 16) ||
+                        v.shape.n_block != pc->B || v.shape.n_layer != pc->n_layer ||
+                        v.shape.kv_dim != pc->kv_dim) {
+                        bad = true;   /* damaged: delete it so the block can be stored again */
+                    } else if (block_tokens_equal(&v, tokens, (uint32_t)n_tokens)) {
+                        *out = v;
+                        result = 0;
+                    }
+                    /* else: another prefix under the same key (a collision): never used */
+                }
+            }
+        }
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    if (rc && !is_transient(rc) && (rc & 0xff) != SQLITE_ERROR) cache_fail(pc, rc, "read", false);
+    if (bad) post_small(pc, IT_DELETE, k);
+    return result;
+}
+
+void prompt_cache_touch(prompt_cache *pc, const block_key *k) {
+    if (usable(pc)) post_small(pc, IT_TOUCH, k);
+}
+
+void prompt_cache_note_lookup(prompt_cache *pc, int blocks, int tokens) {
+    if (!pc) return;
+    pthread_mutex_lock(&pc->mu);
+    if (blocks > 0) pc->st.hits++; else pc->st.misses++;
+    pc->st.tokens_restored += (uint64_t)(tokens > 0 ? tokens : 0);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+static bool key_in(const pc_item *it, const block_key *k) {
+    for (; it; it = it->next)
+        if (it->kind == IT_STORE && !memcmp(it->key.b, k->b, 16)) return true;
+    return false;
+}
+
+/* Whether the row exists; a failed read counts as no. */
+static bool stored(prompt_cache *pc, const block_key *k) {
+    bind_key(pc->q_has, pc, k);
+    int rc = sqlite3_step(pc->q_has);
+    sqlite3_reset(pc->q_has);
+    sqlite3_clear_bindings(pc->q_has);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE && !is_transient(rc) && (rc & 0xff) != SQLITE_ERROR)
+        cache_fail(pc, rc, "read", false);
+    return rc == SQLITE_ROW;
+}
+
+int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                             pc_item **item, uint8_t **kv) {
+    *item = NULL;
+    *kv = NULL;
+    if (!pc || atomic_load(&pc->off) || n_tokens < (int)pc->B) return -1;
+    block_shape s = { (uint32_t)n_tokens, pc->B, pc->n_layer, pc->kv_dim };
+    size_t size = block_blob_size(&s);
+    if (!size || size > pc->max_blob || size > pc->max_bytes) return -1;
+    /* Already queued or being written? Then already stored? In this order:
+     * the writer drops a key from the queue only after its commit, so a key
+     * that is in neither place is really not stored. */
+    pthread_mutex_lock(&pc->mu);
+    bool pending = key_in(pc->head, k) || key_in(pc->inflight, k);
+    bool room = pc->q_bytes + size <= pc->queue_cap && pc->q_len < QUEUE_MAX_ITEMS;
+    if (!pending && !room) pc->st.blocks_dropped++;
+    pthread_mutex_unlock(&pc->mu);
+    if (pending) return 0;
+    if (!room) return -1;
+    if (atomic_load(&pc->clear_pending) == 0 && stored(pc, k)) return 0;
+
+    pc_item *it = calloc(1, sizeof *it);
+    if (it) it->blob = malloc(size);
+    if (!it || !it->blob) { item_free(it); return -1; }
+    it->kind = IT_STORE;
+    it->key = *k;
+    it->n_tokens = (uint32_t)n_tokens;
+    it->size = size;
+    /* reserve the room now: the copy the caller is about to make must not be wasted */
+    pthread_mutex_lock(&pc->mu);
+    room = pc->q_bytes + size <= pc->queue_cap && pc->q_len < QUEUE_MAX_ITEMS && !atomic_load(&pc->off);
+    if (room) { pc->q_bytes += size; pc->q_len++; }
+    else pc->st.blocks_dropped++;
+    pthread_mutex_unlock(&pc->mu);
+    if (!room) { item_free(it); return -1; }
+    *kv = block_encode(it->blob, size, pc->fp, &s, tokens);
+    *item = it;
+    return 1;
+}
+
+void prompt_cache_store_commit(prompt_cache *pc, pc_item *it) {
+    if (!it) return;
+    pthread_mutex_lock(&pc->mu);
+    if (enqueue_locked(pc, it)) pc->st.blocks_queued++;
+    pthread_mutex_unlock(&pc->mu);
+}
+
+/* ---- any thread --------------------------------------------------------------- */
+void prompt_cache_get_stats(prompt_cache *pc, prompt_cache_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (!pc) return;
+    pthread_mutex_lock(&pc->mu);
+    *out = pc->st;
+    out->enabled = !atomic_load(&pc->off);
+    pthread_mutex_unlock(&pc->mu);
+}
+
+int prompt_cache_clear(prompt_cache *pc) {
+    if (!pc || atomic_load(&pc->off)) return -1;
+    pc_item *it = calloc(1, sizeof *it);
+    if (!it) return -1;
+    it->kind = IT_CLEAR;
+    pthread_mutex_lock(&pc->mu);
+    /* what is queued would only be deleted again */
+    drop_queue_locked(pc, false);
+    atomic_fetch_add(&pc->clear_pending, 1);
+    pc->q_len++;
+    bool ok = enqueue_locked(pc, it);
+    if (ok) {
+        pc->st.entries = 0;
+        pc->st.bytes = 0;
+    } else {
+        atomic_fetch_sub(&pc->clear_pending, 1);
+    }
+    pthread_mutex_unlock(&pc->mu);
+    return ok ? 0 : -1;
+}
+
+void prompt_cache_sync(prompt_cache *pc) {
+    if (!pc) return;
+    pthread_mutex_lock(&pc->mu);
+    while (pc->head || pc->busy) pthread_cond_wait(&pc->idle_cv, &pc->mu);
+    pthread_mutex_unlock(&pc->mu);
+}

@@ -1,0 +1,99 @@
+/* The prompt-state cache on disk: blocks of B prompt positions' KV in a
+ * sqlite database, so a conversation resumes after its slot was reused or
+ * the server restarted.
+ *
+ * Block i of a prompt is keyed by the chain h_i = H(h_{i-1}, its B tokens),
+ * rooted in a fingerprint of the model file and KV format; a changed model
+ * file has another root and so finds nothing. Each stored block carries the
+ * whole token prefix it ends, compared before the block is used (see
+ * block_codec.h). One writer thread owns the writes (WAL, a bounded queue,
+ * least-recently-used eviction under a size cap); lookups run on the
+ * engine thread through a second, read-only connection.
+ *
+ * Faults never stop serving: a corrupt or foreign file is moved aside and
+ * rebuilt; a full disk, a read-only directory or any other I/O error turns
+ * the cache off with a warning on stderr. */
+#ifndef HEARTH_PROMPT_CACHE_H
+#define HEARTH_PROMPT_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "block_codec.h"
+
+struct model;
+
+#define PROMPT_CACHE_BLOCK_TOKENS 256
+
+typedef struct prompt_cache prompt_cache;
+
+typedef struct prompt_cache_stats {
+    bool enabled;
+    uint64_t entries, bytes;        /* stored blocks and their blob bytes (all models) */
+    uint64_t max_bytes;             /* the size cap */
+    uint64_t hits, misses;          /* lookups (requests with full blocks beyond the resident
+                                       prefix) that restored at least one block / none */
+    uint64_t evictions;             /* blocks evicted by the size cap */
+    uint64_t tokens_restored;       /* positions restored from the store */
+    uint64_t blocks_queued;         /* blocks handed to the writer */
+    uint64_t blocks_stored;         /* blocks the writer inserted */
+    uint64_t blocks_dropped;        /* stores dropped: queue full, database busy */
+} prompt_cache_stats;
+
+typedef struct prompt_cache_config {
+    const char *path;
+    uint8_t fingerprint[16];
+    int n_layer, kv_dim;            /* the KV geometry (fp16) */
+    int block_tokens;               /* B */
+    uint64_t max_bytes;
+} prompt_cache_config;
+
+/* The default file: $XDG_CACHE_HOME/hearth/prompt-cache.db (else
+ * ~/.cache/hearth/..., ~/Library/Caches/hearth/... on macOS), creating the
+ * folder. 0, or -1 when there is no home or the folder cannot be made. */
+int prompt_cache_default_path(char *buf, size_t cap);
+
+/* 16 bytes naming the model file's content and the KV format: the file
+ * size, its header and metadata, evenly spaced samples of its tensor data,
+ * n_layer, kv_dim, the KV type and B. Not the path or mtime: a copied file
+ * keeps its cache. */
+void prompt_cache_fingerprint(const struct model *m, int block_tokens, uint8_t out[16]);
+
+/* Opens (or creates, or rebuilds) the store and starts the writer. NULL
+ * when the cache cannot run; the reason went to stderr. */
+prompt_cache *prompt_cache_open(const prompt_cache_config *c);
+/* Writes what is queued, joins the writer, closes the database. */
+void prompt_cache_close(prompt_cache *pc);
+
+/* ---- the engine thread (one thread at a time) ---------------------------- */
+/* Block k ending the prefix tokens[0, n_tokens): 0 and a view of it (valid
+ * until the next call) when it is stored, intact, of this fingerprint and
+ * geometry, and its stored prefix equals tokens; -1 otherwise. */
+int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                        block_view *out);
+/* Marks block k as just used (LRU). */
+void prompt_cache_touch(prompt_cache *pc, const block_key *k);
+/* Counts one lookup of a request: restored `blocks` blocks, `tokens` positions. */
+void prompt_cache_note_lookup(prompt_cache *pc, int blocks, int tokens);
+
+/* Storing block k, which ends tokens[0, n_tokens):
+ *   1: *kv is where its KV goes (n_layer x { K rows, V rows } of B x kv_dim
+ *      fp16); fill it, then prompt_cache_store_commit(pc, *item);
+ *   0: already stored or queued (nothing to do);
+ *  -1: not now (queue full, cache off, too big): later blocks of the same
+ *      prompt are useless without this one. */
+typedef struct pc_item pc_item;
+int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                             pc_item **item, uint8_t **kv);
+void prompt_cache_store_commit(prompt_cache *pc, pc_item *item);
+
+/* ---- any thread ---------------------------------------------------------- */
+void prompt_cache_get_stats(prompt_cache *pc, prompt_cache_stats *out);
+/* Forgets every block at once (lookups miss from now on); the writer
+ * deletes them and shrinks the file. 0, or -1 when the cache is off. */
+int prompt_cache_clear(prompt_cache *pc);
+/* Waits until everything queued so far is written (or dropped). */
+void prompt_cache_sync(prompt_cache *pc);
+bool prompt_cache_enabled(prompt_cache *pc);
+
+#endif
