@@ -97,6 +97,7 @@ typedef struct slot {
     double t_start, t_first;
     int n_stored;             /* prompt blocks handed to the cache (or found there) */
     block_key store_key;      /* the key of block n_stored - 1 */
+    int64_t stamp;            /* the job's use stamp in the cache (LRU) */
 } slot;
 
 struct engine {
@@ -259,8 +260,7 @@ static int slot_restore(engine *e, slot *sl, int have) {
             memcpy(kv_k_at(&e->kv, l, sl->id, i * B + (int)off), K + off * row, n * row);
             memcpy(kv_v_at(&e->kv, l, sl->id, i * B + (int)off), V + off * row, n * row);
         }
-        prompt_cache_touch(e->pc, &k);
-        have = (i + 1) * B;
+        have = (i + 1) * B;   /* slot_store touches it with the job's stamp */
         blocks++;
     }
     prompt_cache_note_lookup(e->pc, blocks, have - start);
@@ -269,9 +269,11 @@ static int slot_restore(engine *e, slot *sl, int have) {
 
 /* Hands the prompt's full blocks evaluated so far, and not yet stored by
  * anyone, to the cache's writer: their KV rows are copied out now, since
- * the slot will be overwritten. Blocks already stored or queued (the same
- * prompt in another stream) are skipped; when the queue is full the rest
- * of the prompt is given up, as later blocks are useless without it. */
+ * the slot will be overwritten. Blocks already stored or queued (restored,
+ * or the same prompt in another stream) are only touched: every block of
+ * the prompt then carries this job's stamp, so LRU never evicts a block
+ * before one that continues it. When the queue is full the rest of the
+ * prompt is given up, as later blocks are useless without this one. */
 static void slot_store(engine *e, slot *sl) {
     job *j = sl->job;
     if (!e->pc || !j->params.cache_prompt) return;
@@ -283,8 +285,9 @@ static void slot_store(engine *e, slot *sl) {
         block_key_next(&sl->store_key, j->prompt + (size_t)i * B, B);
         pc_item *it;
         uint8_t *dst;
-        int r = prompt_cache_store_begin(e->pc, &sl->store_key, j->prompt, (i + 1) * B, &it, &dst);
+        int r = prompt_cache_store_begin(e->pc, &sl->store_key, j->prompt, (i + 1) * B, sl->stamp, &it, &dst);
         if (r < 0) { sl->n_stored = INT_MAX; return; }
+        if (r == 0) prompt_cache_touch(e->pc, &sl->store_key, sl->stamp);
         if (r > 0) {
             for (int l = 0; l < e->kv.n_layer; l++) {
                 memcpy(dst + (size_t)l * 2 * rows, kv_k_at(&e->kv, l, sl->id, i * B), rows);
@@ -316,6 +319,7 @@ static int slot_admit(engine *e, slot *sl) {
     if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
     sl->n_stored = 0;
     sl->store_key = e->root;
+    sl->stamp = prompt_cache_stamp(e->pc);
     detok_init(&sl->detok, e->m->tok, false);
     sl->detok.at_start = false;   /* generated text continues the prompt */
     sl->state = SLOT_PREFILL;
@@ -338,10 +342,12 @@ static int slot_admit(engine *e, slot *sl) {
 static void schedule(engine *e) {
     job *dropped = NULL;
     pthread_mutex_lock(&e->mu);
+    /* read under the lock once: engine_destroy sets it from another thread */
+    bool stopping = e->stopping;
     /* cancelled jobs still in the queue */
     for (job **pp = &e->queue_head; *pp;) {
         job *j = *pp;
-        if (atomic_load(&j->cancelled) || e->stopping) {
+        if (atomic_load(&j->cancelled) || stopping) {
             *pp = j->next;
             e->queue_len--;
             j->next = dropped;
@@ -356,17 +362,17 @@ static void schedule(engine *e) {
     while (dropped) {
         job *j = dropped;
         dropped = j->next;
-        finish_unstarted(j, e->stopping ? FINISH_SHUTDOWN : FINISH_CANCELLED);
+        finish_unstarted(j, stopping ? FINISH_SHUTDOWN : FINISH_CANCELLED);
     }
 
     /* cancelled or shut-down jobs in slots */
     for (int s = 0; s < e->cfg.n_slots; s++) {
         slot *sl = &e->slots[s];
         if (sl->state == SLOT_FREE) continue;
-        if (e->stopping) slot_finish(e, sl, FINISH_SHUTDOWN, -1);
+        if (stopping) slot_finish(e, sl, FINISH_SHUTDOWN, -1);
         else if (atomic_load(&sl->job->cancelled)) slot_finish(e, sl, FINISH_CANCELLED, -1);
     }
-    if (e->stopping) return;
+    if (stopping) return;
     if (atomic_exchange(&e->forget, false))
         for (int s = 0; s < e->cfg.n_slots; s++)
             if (e->slots[s].state == SLOT_FREE) e->slots[s].n_past = 0;

@@ -7,11 +7,18 @@
  * thread never waits on the disk. A store is a copy of the KV rows made by
  * the engine thread; the writer checksums and inserts it.
  *
- * Schema: one row per block. The unique (fp, key) index makes the same
- * block stored twice (two streams, two processes) one row; the LRU index
- * orders eviction by last use, deepest block first on a tie, because a
- * chain is only usable from its first block. The blob is read with
- * incremental blob I/O straight into a reusable buffer. */
+ * Schema: a small row per block in `blocks`, its blob in `block_data`
+ * under the same id. Apart, because sqlite rewrites a whole record on
+ * UPDATE: marking a block used must not read and rewrite megabytes. A
+ * trigger deletes the blob with its row, whatever deletes the row. The
+ * unique (fp, key) index makes the same block stored twice (two streams,
+ * two processes) one row. last_used is a
+ * stamp the engine takes once per request and gives to every full block of
+ * its prompt (stored, restored or found stored), so a block is never older
+ * than a block that continues it; the LRU index orders eviction by stamp,
+ * the deepest block first on a tie, since a chain is only usable from its
+ * first block. The blob is read with incremental blob I/O straight into a
+ * reusable buffer. */
 #include "prompt_cache.h"
 #include "model.h"
 #include <errno.h>
@@ -41,6 +48,7 @@ struct pc_item {
     struct pc_item *next;
     block_key key;
     uint32_t n_tokens;
+    int64_t stamp;            /* STORE, TOUCH: the request's use stamp */
     size_t size;              /* blob bytes (STORE) */
     uint8_t *blob;
 };
@@ -61,7 +69,7 @@ struct prompt_cache {
 
     /* the writer's connection: used by the writer thread only */
     sqlite3 *wdb;
-    sqlite3_stmt *w_ins, *w_touch, *w_del, *w_tick, *w_total, *w_oldest, *w_del_id, *w_clear;
+    sqlite3_stmt *w_ins, *w_ins_data, *w_touch, *w_del, *w_total, *w_oldest, *w_del_id, *w_clear;
 
     pthread_t writer;
     bool writer_started;
@@ -75,6 +83,7 @@ struct prompt_cache {
     prompt_cache_stats st;
     atomic_bool off;
     atomic_int clear_pending;
+    atomic_llong next_stamp;  /* above every stamp stored when opened */
 };
 
 static void warn(const char *fmt, ...) {
@@ -236,14 +245,16 @@ static const char schema_sql[] =
     " fp BLOB NOT NULL,"          /* model fingerprint, 16 bytes */
     " key BLOB NOT NULL,"         /* chained hash of the prefix, 16 bytes */
     " n_tokens INTEGER NOT NULL," /* prefix length the block ends */
-    " bytes INTEGER NOT NULL,"    /* length of data */
-    " last_used INTEGER NOT NULL,"/* LRU tick */
-    " data BLOB NOT NULL);"
+    " bytes INTEGER NOT NULL,"    /* length of its blob */
+    " last_used INTEGER NOT NULL);" /* LRU: the stamp of the last request that used it */
+    "CREATE TABLE IF NOT EXISTS block_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"
     "CREATE UNIQUE INDEX IF NOT EXISTS blocks_key ON blocks(fp, key);"
-    "CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used, n_tokens DESC, bytes);";
+    "CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used, n_tokens DESC);"
+    "CREATE TRIGGER IF NOT EXISTS blocks_gone AFTER DELETE ON blocks"
+    " BEGIN DELETE FROM block_data WHERE id = old.id; END;";
 
 static void writer_finalize(prompt_cache *pc) {
-    sqlite3_stmt **w[] = { &pc->w_ins, &pc->w_touch, &pc->w_del, &pc->w_tick, &pc->w_total,
+    sqlite3_stmt **w[] = { &pc->w_ins, &pc->w_ins_data, &pc->w_touch, &pc->w_del, &pc->w_total,
                            &pc->w_oldest, &pc->w_del_id, &pc->w_clear };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) { sqlite3_finalize(*w[i]); *w[i] = NULL; }
     sqlite3_finalize(pc->q_find); sqlite3_finalize(pc->q_has);
@@ -253,16 +264,15 @@ static void writer_finalize(prompt_cache *pc) {
     pc->rdb = pc->wdb = NULL;
 }
 
-/* Entries and bytes of the whole table, by the statement given. */
-static int count_blocks(sqlite3 *db, sqlite3_stmt *st, uint64_t *entries, uint64_t *bytes) {
+/* Steps a statement that returns one row of two integers. */
+static int two_ints(sqlite3_stmt *st, uint64_t *a, uint64_t *b) {
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        *entries = (uint64_t)sqlite3_column_int64(st, 0);
-        *bytes = (uint64_t)sqlite3_column_int64(st, 1);
+        *a = (uint64_t)sqlite3_column_int64(st, 0);
+        *b = (uint64_t)sqlite3_column_int64(st, 1);
         rc = SQLITE_OK;
     }
     sqlite3_reset(st);
-    (void)db;
     return rc;
 }
 
@@ -304,33 +314,39 @@ static open_result open_db(prompt_cache *pc, const char **why, int *why_rc) {
     /* the statements double as the schema check: a table with other
      * columns fails to prepare */
     *why = "schema";
-    if ((rc = prep(pc->wdb, "INSERT OR IGNORE INTO blocks(fp, key, n_tokens, bytes, last_used, data) "
-                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6)", &pc->w_ins)) ||
-        (rc = prep(pc->wdb, "UPDATE blocks SET last_used = ?3 WHERE fp = ?1 AND key = ?2", &pc->w_touch)) ||
+    if ((rc = prep(pc->wdb, "INSERT OR IGNORE INTO blocks(fp, key, n_tokens, bytes, last_used) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5)", &pc->w_ins)) ||
+        (rc = prep(pc->wdb, "INSERT OR REPLACE INTO block_data(id, data) VALUES(?1, ?2)", &pc->w_ins_data)) ||
+        (rc = prep(pc->wdb, "UPDATE blocks SET last_used = max(last_used, ?3) WHERE fp = ?1 AND key = ?2",
+                   &pc->w_touch)) ||
         (rc = prep(pc->wdb, "DELETE FROM blocks WHERE fp = ?1 AND key = ?2", &pc->w_del)) ||
-        (rc = prep(pc->wdb, "SELECT coalesce(max(last_used), 0) + 1 FROM blocks", &pc->w_tick)) ||
-        (rc = prep(pc->wdb, "SELECT count(*), coalesce(sum(bytes), 0) FROM blocks INDEXED BY blocks_lru", &pc->w_total)) ||
+        (rc = prep(pc->wdb, "SELECT count(*), coalesce(sum(bytes), 0) FROM blocks", &pc->w_total)) ||
         (rc = prep(pc->wdb, "SELECT id, bytes FROM blocks ORDER BY last_used, n_tokens DESC LIMIT 1", &pc->w_oldest)) ||
         (rc = prep(pc->wdb, "DELETE FROM blocks WHERE id = ?1", &pc->w_del_id)) ||
         (rc = prep(pc->wdb, "DELETE FROM blocks", &pc->w_clear))) {
         if ((rc & 0xff) == SQLITE_ERROR) { *why = "foreign schema"; return OPEN_BAD_FILE; }
         goto fail;
     }
-    /* walk the table's own pages once (not only the index the writer
-     * counts with): a damaged tree shows here rather than mid-serving */
+    /* walk the leaf pages of both tables once (a few MB for a full cache,
+     * not the blobs' overflow pages): a damaged tree shows here rather
+     * than mid-serving */
     *why = "scan";
-    if ((rc = sqlite3_prepare_v2(pc->wdb, "SELECT count(*), coalesce(sum(bytes), 0) FROM blocks NOT INDEXED",
-                                 -1, &scan, NULL))) goto fail;
-    rc = count_blocks(pc->wdb, scan, &pc->st.entries, &pc->st.bytes);
+    if ((rc = sqlite3_prepare_v2(pc->wdb, "SELECT (SELECT count(*) FROM block_data), "
+                                 "(SELECT count(*) FROM blocks NOT INDEXED)", -1, &scan, NULL))) goto fail;
+    uint64_t n_data = 0, n_rows = 0;
+    rc = two_ints(scan, &n_data, &n_rows);
     sqlite3_finalize(scan);
     if (rc) goto fail;
-    if ((rc = count_blocks(pc->wdb, pc->w_total, &pc->st.entries, &pc->st.bytes))) goto fail;
+    if ((rc = two_ints(pc->w_total, &pc->st.entries, &pc->st.bytes))) goto fail;
+    int64_t last = 0;
+    if ((rc = pragma_int(pc->wdb, "SELECT coalesce(max(last_used), 0) FROM blocks", &last))) goto fail;
+    atomic_store(&pc->next_stamp, last + 1);
 
     *why = "open the reader";
     if ((rc = sqlite3_open_v2(pc->path, &pc->rdb, SQLITE_OPEN_READWRITE, NULL))) goto fail;
     sqlite3_busy_timeout(pc->rdb, READER_BUSY_MS);
     if ((rc = sqlite3_exec(pc->rdb, "PRAGMA query_only=1", 0, 0, 0)) ||
-        (rc = prep(pc->rdb, "SELECT id, length(data) FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_find)) ||
+        (rc = prep(pc->rdb, "SELECT id, bytes FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_find)) ||
         (rc = prep(pc->rdb, "SELECT 1 FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_has))) goto fail;
     pc->max_blob = (size_t)sqlite3_limit(pc->wdb, SQLITE_LIMIT_LENGTH, -1);
     return OPEN_OK;
@@ -343,6 +359,10 @@ static void *writer_main(void *arg);
 
 prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
     if (!c->path || !*c->path || c->n_layer < 1 || c->kv_dim < 1 || c->block_tokens < 1) return NULL;
+    if (strlen(c->path) > PATH_MAX - 32) {   /* room for -wal and .corrupt.N beside it */
+        warn("path too long: turned off");
+        return NULL;
+    }
     prompt_cache *pc = calloc(1, sizeof *pc);
     if (!pc || !(pc->path = strdup(c->path))) { free(pc); warn("out of memory"); return NULL; }
     memcpy(pc->fp, c->fingerprint, 16);
@@ -355,6 +375,7 @@ prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
     pc->st.max_bytes = c->max_bytes;
     atomic_init(&pc->off, false);
     atomic_init(&pc->clear_pending, 0);
+    atomic_init(&pc->next_stamp, 1);
     pthread_mutex_init(&pc->mu, NULL);
     pthread_cond_init(&pc->work_cv, NULL);
     pthread_cond_init(&pc->idle_cv, NULL);
@@ -458,32 +479,31 @@ static int run(sqlite3_stmt *st) {
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
-/* Writes one batch in one transaction; counts what it did into *done. */
+/* Writes one batch in one transaction; counts what it did into *res (which
+ * means nothing unless it returns SQLITE_OK). */
 typedef struct { uint64_t stored, evicted; bool cleared; } batch_result;
 
 static int write_batch(prompt_cache *pc, pc_item *batch, batch_result *res) {
     sqlite3 *db = pc->wdb;
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", 0, 0, 0);
     if (rc) return rc;
-    int64_t tick = 1;
-    rc = sqlite3_step(pc->w_tick);
-    if (rc == SQLITE_ROW) { tick = sqlite3_column_int64(pc->w_tick, 0); rc = SQLITE_OK; }
-    sqlite3_reset(pc->w_tick);
     for (pc_item *it = batch; it && !rc; it = it->next) {
         switch (it->kind) {
         case IT_STORE:
             bind_key(pc->w_ins, pc, &it->key);
             sqlite3_bind_int64(pc->w_ins, 3, it->n_tokens);
             sqlite3_bind_int64(pc->w_ins, 4, (sqlite3_int64)it->size);
-            sqlite3_bind_int64(pc->w_ins, 5, tick);
-            sqlite3_bind_blob64(pc->w_ins, 6, it->blob, it->size, SQLITE_STATIC);
+            sqlite3_bind_int64(pc->w_ins, 5, it->stamp);
             rc = run(pc->w_ins);
-            if (!rc && sqlite3_changes(db) == 1) res->stored++;
-            if ((rc & 0xff) == SQLITE_TOOBIG) rc = SQLITE_OK;   /* skip this one */
+            if (rc || sqlite3_changes(db) != 1) break;   /* an error, or stored already */
+            sqlite3_bind_int64(pc->w_ins_data, 1, sqlite3_last_insert_rowid(db));
+            sqlite3_bind_blob64(pc->w_ins_data, 2, it->blob, it->size, SQLITE_STATIC);
+            rc = run(pc->w_ins_data);
+            if (!rc) res->stored++;
             break;
         case IT_TOUCH:
             bind_key(pc->w_touch, pc, &it->key);
-            sqlite3_bind_int64(pc->w_touch, 3, tick);
+            sqlite3_bind_int64(pc->w_touch, 3, it->stamp);
             rc = run(pc->w_touch);
             break;
         case IT_DELETE:
@@ -498,7 +518,7 @@ static int write_batch(prompt_cache *pc, pc_item *batch, batch_result *res) {
     }
     /* evict least recently used blocks down to the cap */
     uint64_t entries = 0, bytes = 0;
-    if (!rc) rc = count_blocks(db, pc->w_total, &entries, &bytes);
+    if (!rc) rc = two_ints(pc->w_total, &entries, &bytes);
     while (!rc && bytes > pc->max_bytes) {
         rc = sqlite3_step(pc->w_oldest);
         if (rc != SQLITE_ROW) { sqlite3_reset(pc->w_oldest); rc = rc == SQLITE_DONE ? SQLITE_OK : rc; break; }
@@ -559,8 +579,10 @@ static void *writer_main(void *arg) {
         if (rc) cache_fail(pc, rc, "write", n_clear > 0);
 
         pthread_mutex_lock(&pc->mu);
-        pc->st.blocks_stored += res.stored;
-        pc->st.evictions += res.evicted;
+        if (!rc) {
+            pc->st.blocks_stored += res.stored;
+            pc->st.evictions += res.evicted;
+        }
         for (pc_item *it = batch; it;) {
             pc_item *next = it->next;
             if (rc && it->kind == IT_STORE) pc->st.blocks_dropped++;
@@ -594,11 +616,12 @@ static bool enqueue_locked(prompt_cache *pc, pc_item *it) {
 }
 
 /* A small item (touch, delete); dropped when the queue is full. */
-static void post_small(prompt_cache *pc, item_kind kind, const block_key *k) {
+static void post_small(prompt_cache *pc, item_kind kind, const block_key *k, int64_t stamp) {
     pc_item *it = calloc(1, sizeof *it);
     if (!it) return;
     it->kind = kind;
     it->key = *k;
+    it->stamp = stamp;
     pthread_mutex_lock(&pc->mu);
     if (pc->q_len >= QUEUE_MAX_ITEMS) {
         free(it);
@@ -629,7 +652,7 @@ int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tok
          * transaction, so the row cannot change underneath */
         sqlite3_int64 id = sqlite3_column_int64(q, 0), len = sqlite3_column_int64(q, 1);
         rc = SQLITE_OK;
-        if (len != (sqlite3_int64)want) {
+        if (len != (sqlite3_int64)want) {   /* the row says another size: not ours to use */
             bad = true;
         } else {
             if (pc->scratch_cap < want) {
@@ -638,10 +661,14 @@ int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tok
             }
             if (pc->scratch_cap >= want) {
                 sqlite3_blob *b = NULL;
-                rc = sqlite3_blob_open(pc->rdb, "main", "blocks", "data", id, 0, &b);
+                rc = sqlite3_blob_open(pc->rdb, "main", "block_data", "data", id, 0, &b);
+                if (rc == SQLITE_OK && sqlite3_blob_bytes(b) != (int)want) rc = SQLITE_MISMATCH;
                 if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)want, 0);
                 sqlite3_blob_close(b);
-                if (rc == SQLITE_OK) {
+                if (rc == SQLITE_ERROR || rc == SQLITE_MISMATCH) {
+                    bad = true;   /* no blob for the row, or one of another size */
+                    rc = SQLITE_OK;
+                } else if (rc == SQLITE_OK) {
                     block_view v;
                     if (block_decode(pc->scratch, want, &v) || memcmp(v.fingerprint, pc->fp, 16) ||
                         v.shape.n_block != pc->B || v.shape.n_layer != pc->n_layer ||
@@ -661,12 +688,16 @@ int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tok
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
     if (rc && !is_transient(rc) && (rc & 0xff) != SQLITE_ERROR) cache_fail(pc, rc, "read", false);
-    if (bad) post_small(pc, IT_DELETE, k);
+    if (bad) post_small(pc, IT_DELETE, k, 0);
     return result;
 }
 
-void prompt_cache_touch(prompt_cache *pc, const block_key *k) {
-    if (usable(pc)) post_small(pc, IT_TOUCH, k);
+int64_t prompt_cache_stamp(prompt_cache *pc) {
+    return pc ? atomic_fetch_add(&pc->next_stamp, 1) : 0;
+}
+
+void prompt_cache_touch(prompt_cache *pc, const block_key *k, int64_t stamp) {
+    if (usable(pc)) post_small(pc, IT_TOUCH, k, stamp);
 }
 
 void prompt_cache_note_lookup(prompt_cache *pc, int blocks, int tokens) {
@@ -677,9 +708,9 @@ void prompt_cache_note_lookup(prompt_cache *pc, int blocks, int tokens) {
     pthread_mutex_unlock(&pc->mu);
 }
 
-static bool key_in(const pc_item *it, const block_key *k) {
+static bool key_in(const pc_item *it, item_kind kind, const block_key *k) {
     for (; it; it = it->next)
-        if (it->kind == IT_STORE && !memcmp(it->key.b, k->b, 16)) return true;
+        if (it->kind == kind && !memcmp(it->key.b, k->b, 16)) return true;
     return false;
 }
 
@@ -695,7 +726,7 @@ static bool stored(prompt_cache *pc, const block_key *k) {
 }
 
 int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
-                             pc_item **item, uint8_t **kv) {
+                             int64_t stamp, pc_item **item, uint8_t **kv) {
     *item = NULL;
     *kv = NULL;
     if (!pc || atomic_load(&pc->off) || n_tokens < (int)pc->B) return -1;
@@ -704,15 +735,17 @@ int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t
     if (!size || size > pc->max_blob || size > pc->max_bytes) return -1;
     /* Already queued or being written? Then already stored? In this order:
      * the writer drops a key from the queue only after its commit, so a key
-     * that is in neither place is really not stored. */
+     * that is in neither place is really not stored. A damaged row about to
+     * be deleted counts as not stored: this store follows the delete. */
     pthread_mutex_lock(&pc->mu);
-    bool pending = key_in(pc->head, k) || key_in(pc->inflight, k);
+    bool pending = key_in(pc->head, IT_STORE, k) || key_in(pc->inflight, IT_STORE, k);
+    bool deleting = key_in(pc->head, IT_DELETE, k) || key_in(pc->inflight, IT_DELETE, k);
     bool room = pc->q_bytes + size <= pc->queue_cap && pc->q_len < QUEUE_MAX_ITEMS;
     if (!pending && !room) pc->st.blocks_dropped++;
     pthread_mutex_unlock(&pc->mu);
     if (pending) return 0;
     if (!room) return -1;
-    if (atomic_load(&pc->clear_pending) == 0 && stored(pc, k)) return 0;
+    if (atomic_load(&pc->clear_pending) == 0 && !deleting && stored(pc, k)) return 0;
 
     pc_item *it = calloc(1, sizeof *it);
     if (it) it->blob = malloc(size);
@@ -720,6 +753,7 @@ int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t
     it->kind = IT_STORE;
     it->key = *k;
     it->n_tokens = (uint32_t)n_tokens;
+    it->stamp = stamp;
     it->size = size;
     /* reserve the room now: the copy the caller is about to make must not be wasted */
     pthread_mutex_lock(&pc->mu);

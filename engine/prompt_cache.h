@@ -71,20 +71,25 @@ void prompt_cache_close(prompt_cache *pc);
  * geometry, and its stored prefix equals tokens; -1 otherwise. */
 int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
                         block_view *out);
-/* Marks block k as just used (LRU). */
-void prompt_cache_touch(prompt_cache *pc, const block_key *k);
+/* A use stamp for one request, above every stamp before it: every full
+ * block of its prompt is stored or touched with it, so a block is never
+ * evicted before a block that continues it (see prompt_cache.c). */
+int64_t prompt_cache_stamp(prompt_cache *pc);
+/* Marks block k as used by the request with this stamp (LRU). */
+void prompt_cache_touch(prompt_cache *pc, const block_key *k, int64_t stamp);
 /* Counts one lookup of a request: restored `blocks` blocks, `tokens` positions. */
 void prompt_cache_note_lookup(prompt_cache *pc, int blocks, int tokens);
 
-/* Storing block k, which ends tokens[0, n_tokens):
+/* Storing block k, which ends tokens[0, n_tokens), for the request with
+ * this stamp:
  *   1: *kv is where its KV goes (n_layer x { K rows, V rows } of B x kv_dim
  *      fp16); fill it, then prompt_cache_store_commit(pc, *item);
- *   0: already stored or queued (nothing to do);
+ *   0: already stored or queued (touch it with the stamp);
  *  -1: not now (queue full, cache off, too big): later blocks of the same
  *      prompt are useless without this one. */
 typedef struct pc_item pc_item;
 int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
-                             pc_item **item, uint8_t **kv);
+                             int64_t stamp, pc_item **item, uint8_t **kv);
 void prompt_cache_store_commit(prompt_cache *pc, pc_item *item);
 
 /* ---- any thread ---------------------------------------------------------- */

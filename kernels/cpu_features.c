@@ -140,7 +140,7 @@ const kern_path *kern_path_get(kern_path_id id) {
     case KPATH_AVX512: return &kern_path_avx512;
 #endif
 #if defined(__aarch64__)
-    case KPATH_NEON: return &kern_path_neon;   /* NULL when not linked */
+    case KPATH_NEON: return &kern_path_neon;
 #endif
     default: return NULL;
     }

@@ -65,15 +65,20 @@ INLINE void unpack(const uint8_t *qb, int c, int h, int fmt, __m256i *lo, __m256
     __m256i v = _mm256_load_si256((const __m256i *)(qb + 64 * c + 32 * h));
     *lo = _mm256_and_si256(v, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    if (fmt == FMT_Q5_0 || fmt == FMT_Q5_1 || fmt == FMT_Q5_K || fmt == FMT_Q6_K) {
+    if (fmt == FMT_Q6_K) {
+        /* Crumbs (kern_path.h): bits 2t..2t+1 of H hold bits 4..5 of vector 4h'+t. */
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        __m256i H = _mm256_load_si256((const __m256i *)(qb + 256 + 64 * (c / 2) + 32 * h));
+        __m256i hl = (c & 1) ? H : _mm256_slli_epi16(H, 4);
+        __m256i hh = (c & 1) ? _mm256_srli_epi16(H, 2) : _mm256_slli_epi16(H, 2);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(hl, m30));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(hh, m30));
+        return;
+    }
+    if (fmt == FMT_Q5_0 || fmt == FMT_Q5_1 || fmt == FMT_Q5_K) {
         const __m256i b4 = _mm256_set1_epi8(16);
         *lo = _mm256_or_si256(*lo, expand_bits(load_u32(qb + 256 + 16 * c + 4 * h), b4));
         *hi = _mm256_or_si256(*hi, expand_bits(load_u32(qb + 256 + 16 * c + 8 + 4 * h), b4));
-    }
-    if (fmt == FMT_Q6_K) {
-        const __m256i b5 = _mm256_set1_epi8(32);
-        *lo = _mm256_or_si256(*lo, expand_bits(load_u32(qb + 320 + 16 * c + 4 * h), b5));
-        *hi = _mm256_or_si256(*hi, expand_bits(load_u32(qb + 320 + 16 * c + 8 + 4 * h), b5));
     }
 }
 
@@ -147,8 +152,8 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
     const int bpu = is_kquant(fmt) ? 8 : 1;
     const int qb = qbytes32(fmt);
     const act_q8 *xr[MR_MAX];
-    const int32_t *slo[MR_MAX];
-    for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; slo[m] = a->slo + (size_t)(m0 + m) * nb; }
+    const act_extra *ext[MR_MAX];
+    for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; ext[m] = a->ext + (size_t)(m0 + m) * nb; }
     __m256 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
 
@@ -168,7 +173,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
 
             if (fmt == FMT_Q6_K) {
                 /* Exact integer arithmetic in floats, as in the AVX-512 path. */
-                for (int m = 0; m < MR; m++) ia[m][0] = ia[m][1] = _mm256_set1_epi32(-32 * slo[m][b]);
+                for (int m = 0; m < MR; m++) ia[m][0] = ia[m][1] = _mm256_set1_epi32(ext[m][b].off0);
                 dot_chunks(ia, q, xb, MR, fmt, 0, 2);
                 __m256 sa[2], sb[2], lo[MR_MAX][2];
                 for (int h = 0; h < 2; h++) {
@@ -177,7 +182,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                 }
                 for (int m = 0; m < MR; m++) {
                     for (int h = 0; h < 2; h++) lo[m][h] = _mm256_mul_ps(_mm256_cvtepi32_ps(ia[m][h]), sa[h]);
-                    ia[m][0] = ia[m][1] = _mm256_set1_epi32(-32 * (xb[m]->sum - slo[m][b]));
+                    ia[m][0] = ia[m][1] = _mm256_set1_epi32(ext[m][b].off1);
                 }
                 dot_chunks(ia, q, xb, MR, fmt, 2, 4);
                 for (int m = 0; m < MR; m++) {
@@ -190,9 +195,10 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                 continue;
             }
 
-            /* Q8_0 is multiplied signed here, so it needs no offset. */
-            int off = fmt == FMT_Q4_0 ? 8 : fmt == FMT_Q5_0 ? 16 : 0;
-            for (int m = 0; m < MR; m++) ia[m][0] = ia[m][1] = _mm256_set1_epi32(-off * xb[m]->sum);
+            /* Q8_0 is multiplied signed here, so it takes no offset. */
+            for (int m = 0; m < MR; m++)
+                ia[m][0] = ia[m][1] = (fmt == FMT_Q4_0 || fmt == FMT_Q5_0)
+                    ? _mm256_set1_epi32(ext[m][b].off0) : _mm256_setzero_si256();
             dot_chunks(ia, q, xb, MR, fmt, 0, 4);
 
             if (fmt == FMT_Q4_K || fmt == FMT_Q5_K) {
@@ -202,7 +208,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                     mn[h] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(s + 192 + 16 * bi + 8 * h))));
                 }
                 for (int m = 0; m < MR; m++) {
-                    __m256 da = _mm256_set1_ps(xb[m]->d), ns = _mm256_set1_ps((float)-xb[m]->sum);
+                    __m256 da = _mm256_set1_ps(xb[m]->d), ns = _mm256_set1_ps(ext[m][b].fs);
                     for (int h = 0; h < 2; h++) {
                         acc[m][h] = _mm256_fmadd_ps(_mm256_mul_ps(d[h], da), _mm256_mul_ps(_mm256_cvtepi32_ps(ia[m][h]), sc[h]), acc[m][h]);
                         acc[m][h] = _mm256_fmadd_ps(_mm256_mul_ps(e[h], da), _mm256_mul_ps(mn[h], ns), acc[m][h]);
@@ -215,7 +221,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                 for (int h = 0; h < 2; h++) {
                     acc[m][h] = _mm256_fmadd_ps(_mm256_mul_ps(d[h], da), _mm256_cvtepi32_ps(ia[m][h]), acc[m][h]);
                     if (fmt == FMT_Q4_1 || fmt == FMT_Q5_1)
-                        acc[m][h] = _mm256_fmadd_ps(_mm256_mul_ps(e[h], da), _mm256_set1_ps((float)xb[m]->sum), acc[m][h]);
+                        acc[m][h] = _mm256_fmadd_ps(_mm256_mul_ps(e[h], da), _mm256_set1_ps(ext[m][b].fs), acc[m][h]);
                 }
             }
         }
@@ -352,4 +358,5 @@ const kern_path kern_path_avx2 = {
     .packs = avx2_packs,
     .rows = avx2_rows,
     .quantize = avx2_quantize,
+    .q6_crumbs = true,
 };

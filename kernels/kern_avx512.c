@@ -54,17 +54,24 @@ INLINE void unpack(const uint8_t *qb, int c, int fmt, __m512i *lo, __m512i *hi) 
     }
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i v = _mm512_load_si512(qb + 64 * c);
+    if (fmt == FMT_Q6_K) {
+        /* Crumbs: bits 2t..2t+1 of H hold bits 4..5 of vector 4h+t. Move them
+         * to bits 4..5, keep those, and merge with the nibble:
+         * ternlog 0xEC is (A & C) | B. */
+        const __m512i m30 = _mm512_set1_epi8(0x30);
+        __m512i H = _mm512_load_si512(qb + 256 + 64 * (c / 2));
+        __m512i hl = (c & 1) ? H : _mm512_slli_epi16(H, 4);
+        __m512i hh = (c & 1) ? _mm512_srli_epi16(H, 2) : _mm512_slli_epi16(H, 2);
+        *lo = _mm512_ternarylogic_epi32(v, _mm512_and_si512(hl, m30), m4, 0xec);
+        *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), _mm512_and_si512(hh, m30), m4, 0xec);
+        return;
+    }
     *lo = _mm512_and_si512(v, m4);
     *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    if (fmt == FMT_Q5_0 || fmt == FMT_Q5_1 || fmt == FMT_Q5_K || fmt == FMT_Q6_K) {
+    if (fmt == FMT_Q5_0 || fmt == FMT_Q5_1 || fmt == FMT_Q5_K) {
         const __m512i b4 = _mm512_set1_epi8(16);
         *lo = _mm512_mask_add_epi8(*lo, load_mask(qb + 256 + 16 * c), *lo, b4);
         *hi = _mm512_mask_add_epi8(*hi, load_mask(qb + 256 + 16 * c + 8), *hi, b4);
-    }
-    if (fmt == FMT_Q6_K) {
-        const __m512i b5 = _mm512_set1_epi8(32);
-        *lo = _mm512_mask_add_epi8(*lo, load_mask(qb + 320 + 16 * c), *lo, b5);
-        *hi = _mm512_mask_add_epi8(*hi, load_mask(qb + 320 + 16 * c + 8), *hi, b5);
     }
 }
 
@@ -104,8 +111,8 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
     const int bpu = is_kquant(fmt) ? 8 : 1;
     const int qb = qbytes32(fmt);
     const act_q8 *xr[MR_MAX];
-    const int32_t *slo[MR_MAX];
-    for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; slo[m] = a->slo + (size_t)(m0 + m) * nb; }
+    const act_extra *ext[MR_MAX];
+    for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; ext[m] = a->ext + (size_t)(m0 + m) * nb; }
     __m512 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
 
@@ -129,7 +136,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                 /* isum = sc[2k] * dot(first 16) + sc[2k+1] * dot(last 16), quants q-32.
                  * Every product and the sum are integers below 2^24, so the
                  * float arithmetic here is exact and equals (float)isum. */
-                for (int m = 0; m < MR; m++) ia[m][0] = ia[m][1] = _mm512_set1_epi32(-32 * slo[m][b]);
+                for (int m = 0; m < MR; m++) ia[m][0] = ia[m][1] = _mm512_set1_epi32(ext[m][b].off0);
                 dot_chunks(ia, q0, q1, xb, MR, fmt, 0, 2);
                 __m512 sa0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(s0 + 32 + 32 * bi)))),
                        sa1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128((const __m128i *)(s1 + 32 + 32 * bi)))),
@@ -139,7 +146,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                 for (int m = 0; m < MR; m++) {
                     lo[m][0] = _mm512_mul_ps(_mm512_cvtepi32_ps(ia[m][0]), sa0);
                     lo[m][1] = _mm512_mul_ps(_mm512_cvtepi32_ps(ia[m][1]), sa1);
-                    ia[m][0] = ia[m][1] = _mm512_set1_epi32(-32 * (xb[m]->sum - slo[m][b]));
+                    ia[m][0] = ia[m][1] = _mm512_set1_epi32(ext[m][b].off1);
                 }
                 dot_chunks(ia, q0, q1, xb, MR, fmt, 2, 4);
                 for (int m = 0; m < MR; m++) {
@@ -153,8 +160,9 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
             }
 
             /* The format's offset (q-8, q-16, q-128) through the block sum. */
-            int off = fmt == FMT_Q4_0 ? 8 : fmt == FMT_Q5_0 ? 16 : fmt == FMT_Q8_0 ? 128 : 0;
-            for (int m = 0; m < MR; m++) ia[m][0] = ia[m][1] = _mm512_set1_epi32(-off * xb[m]->sum);
+            for (int m = 0; m < MR; m++)
+                ia[m][0] = ia[m][1] = (fmt == FMT_Q4_0 || fmt == FMT_Q5_0 || fmt == FMT_Q8_0)
+                    ? _mm512_set1_epi32(ext[m][b].off0) : _mm512_setzero_si512();
             dot_chunks(ia, q0, q1, xb, MR, fmt, 0, 4);
 
             if (fmt == FMT_Q4_K || fmt == FMT_Q5_K) {
@@ -167,7 +175,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                        mn0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(s0 + 192 + 16 * bi)))),
                        mn1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(s1 + 192 + 16 * bi))));
                 for (int m = 0; m < MR; m++) {
-                    __m512 da = _mm512_set1_ps(xb[m]->d), ns = _mm512_set1_ps((float)-xb[m]->sum);
+                    __m512 da = _mm512_set1_ps(xb[m]->d), ns = _mm512_set1_ps(ext[m][b].fs);
                     acc[m][0] = _mm512_fmadd_ps(_mm512_mul_ps(d0, da), _mm512_mul_ps(_mm512_cvtepi32_ps(ia[m][0]), sc0), acc[m][0]);
                     acc[m][1] = _mm512_fmadd_ps(_mm512_mul_ps(d1, da), _mm512_mul_ps(_mm512_cvtepi32_ps(ia[m][1]), sc1), acc[m][1]);
                     acc[m][0] = _mm512_fmadd_ps(_mm512_mul_ps(e0, da), _mm512_mul_ps(mn0, ns), acc[m][0]);
@@ -182,7 +190,7 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
                 acc[m][0] = _mm512_fmadd_ps(_mm512_mul_ps(d0, da), _mm512_cvtepi32_ps(ia[m][0]), acc[m][0]);
                 acc[m][1] = _mm512_fmadd_ps(_mm512_mul_ps(d1, da), _mm512_cvtepi32_ps(ia[m][1]), acc[m][1]);
                 if (fmt == FMT_Q4_1 || fmt == FMT_Q5_1) {
-                    __m512 s = _mm512_set1_ps((float)xb[m]->sum);
+                    __m512 s = _mm512_set1_ps(ext[m][b].fs);
                     acc[m][0] = _mm512_fmadd_ps(_mm512_mul_ps(e0, da), s, acc[m][0]);
                     acc[m][1] = _mm512_fmadd_ps(_mm512_mul_ps(e1, da), s, acc[m][1]);
                 }
@@ -318,4 +326,5 @@ const kern_path kern_path_avx512 = {
     .packs = avx512_packs,
     .rows = avx512_rows,
     .quantize = avx512_quantize,
+    .q6_crumbs = true,
 };

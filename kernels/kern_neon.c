@@ -479,4 +479,5 @@ const kern_path kern_path_neon = {
     .packs = neon_packs,
     .rows = neon_rows,
     .quantize = neon_quantize,
+    .q6_crumbs = false,   /* Q6_K's high bits as two bit planes (add_plane) */
 };

@@ -19,6 +19,12 @@
  * So every weight is stored unsigned (the format's offset, 8/16/32/128, is
  * applied through the activation sums), which is what vpdpbusd takes.
  *
+ * Q6_K's two high bits take one of two forms (kpack.q6_crumbs, chosen by the
+ * path that packs): two bit planes as above (bits 4 and 5), or "crumbs":
+ * 2 x 64 B, H0 then H1, where bits 2t..2t+1 of byte 4r+i of H_h are bits 4..5
+ * of q[r][4(4h+t)+i]. One crumb vector feeds four weight vectors through a
+ * shift and an and, cheaper on x86 than four mask-register loads.
+ *
  * Scales per unit (fp16 as in the file, so nothing is lost and get_row can
  * rebuild the original blocks exactly):
  *   Q4_0, Q5_0, Q8_0: d[16];   Q4_1, Q5_1: d[16], m[16];
@@ -41,6 +47,7 @@ typedef struct kpack {
     size_t q_bytes;         /* quant bytes of one unit of one panel */
     size_t s_bytes;         /* scale bytes of one unit of one panel */
     size_t panel_bytes;     /* units * (q_bytes + s_bytes), rounded up to 64 */
+    bool q6_crumbs;         /* Q6_K high bits as crumbs, not planes */
     uint8_t *data;          /* n_panels * panel_bytes, 64-byte aligned */
     size_t alloc_bytes;
 } kpack;
@@ -63,7 +70,20 @@ typedef struct kern_act {
     const act_q8 *q;        /* M * (n_in / QK) blocks, row-major (integer formats) */
     const int32_t *slo;     /* same shape: sum of qs[0..15] of each block (Q6_K's
                              * scales cover 16 elements, so its offset needs it) */
+    const struct act_extra *ext;   /* same shape, see below */
 } kern_act;
+
+/* Per activation block, what the packed kernels would otherwise rebuild from
+ * scalars in every tile, computed once per matmul for the weight's format:
+ *   off0: -offset * sum (Q4_0: 8, Q5_0: 16, Q8_0: 128 (unsigned weights));
+ *         Q6_K: -32 * sum of qs[0..15];
+ *   off1: Q6_K: -32 * sum of qs[16..31]; else 0;
+ *   fs:   (float)sum (Q4_1, Q5_1), (float)-sum (Q4_K, Q5_K), else 0. */
+typedef struct act_extra {
+    int32_t off0, off1;
+    float fs;
+    int32_t pad;
+} act_extra;
 
 typedef struct kern_path {
     const char *name;
@@ -76,6 +96,8 @@ typedef struct kern_path {
     /* Optional: act_quantize_row for one row, bit-identical to it, plus the
      * half-block sums. NULL: the reference is used. */
     void (*quantize)(const float *x, act_q8 *q, int32_t *slo, int64_t n);
+    /* Layout variant this path reads: Q6_K high bits as crumbs. */
+    bool q6_crumbs;
 } kern_path;
 
 extern const kern_path kern_path_scalar;
@@ -84,8 +106,10 @@ extern const kern_path kern_path_avx2;
 extern const kern_path kern_path_avx512;
 #endif
 #if defined(__aarch64__)
-/* Weak: the NEON path links in only when kernels/kern_neon.c provides it. */
-extern const kern_path kern_path_neon __attribute__((weak));
+/* kernels/kern_neon.c (always built on aarch64). Not weak: a weak reference
+ * does not pull an object out of a static library, so the path would be
+ * silently missing from every test and binary. */
+extern const kern_path kern_path_neon;
 /* The probe's answer for i8mm (SMMLA): the NEON path runs its GEMM with it
  * only when this says yes. */
 bool kernels_cpu_has_i8mm(void);
@@ -94,9 +118,9 @@ bool kernels_cpu_has_i8mm(void);
 /* The table for a path id, or NULL when this build has none. */
 const kern_path *kern_path_get(kern_path_id id);
 
-/* Pack w (from w->data) for `path`; NULL on allocation failure or when the
- * path does not pack this type. */
-kpack *kern_pack(const hweight *w);
+/* Pack w (from w->data) for a path (q6_crumbs: its layout variant); NULL on
+ * allocation failure or for a type or shape the layout does not take. */
+kpack *kern_pack(const hweight *w, bool q6_crumbs);
 void kern_pack_free(kpack *p);
 
 #endif

@@ -10,7 +10,6 @@
 #include "kern_path.h"
 #include "../engine/pool.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +22,7 @@
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Layout: act_q8 blocks of every row, then the int32 half sums. */
+/* Layout: act_q8 blocks of every row, the int32 half sums, the act_extra. */
 static size_t scratch_q_bytes(int64_t rows, int64_t n_in) {
     return align64((size_t)rows * (size_t)((n_in + QK - 1) / QK) * sizeof(act_q8));
 }
@@ -31,7 +30,8 @@ static size_t scratch_q_bytes(int64_t rows, int64_t n_in) {
 size_t kern_scratch_bytes(int64_t max_rows, int64_t max_n_in) {
     if (max_rows < 1) max_rows = 1;
     size_t nb = (size_t)((max_n_in + QK - 1) / QK);
-    return 64 + scratch_q_bytes(max_rows, max_n_in) + align64((size_t)max_rows * nb * sizeof(int32_t));
+    return 64 + scratch_q_bytes(max_rows, max_n_in) + align64((size_t)max_rows * nb * sizeof(int32_t)) +
+           align64((size_t)max_rows * nb * sizeof(act_extra));
 }
 
 /* ---- activation preparation ------------------------------------------------ */
@@ -40,7 +40,9 @@ typedef struct {
     const float *x;
     act_q8 *q;
     int32_t *slo;
+    act_extra *ext;
     int64_t n_in;
+    int type;
     void (*quantize)(const float *x, act_q8 *q, int32_t *slo, int64_t n);
 } quant_job;
 
@@ -57,8 +59,21 @@ static void quant_rows(void *ctx, int64_t begin, int64_t end, int worker) {
     (void)worker;
     const quant_job *j = ctx;
     int64_t nb = j->n_in / QK;
-    for (int64_t m = begin; m < end; m++)
-        j->quantize(j->x + m * j->n_in, j->q + m * nb, j->slo + m * nb, j->n_in);
+    int off = j->type == FMT_Q4_0 ? 8 : j->type == FMT_Q5_0 ? 16 : j->type == FMT_Q8_0 ? 128
+            : j->type == FMT_Q6_K ? 32 : 0;
+    for (int64_t m = begin; m < end; m++) {
+        act_q8 *q = j->q + m * nb;
+        int32_t *slo = j->slo + m * nb;
+        act_extra *e = j->ext + m * nb;
+        j->quantize(j->x + m * j->n_in, q, slo, j->n_in);
+        for (int64_t b = 0; b < nb; b++) {
+            int32_t sum = q[b].sum;
+            e[b] = (act_extra){ -off * sum, 0, 0.0f, 0 };
+            if (j->type == FMT_Q6_K) e[b] = (act_extra){ -off * slo[b], -off * (sum - slo[b]), 0.0f, 0 };
+            if (j->type == FMT_Q4_1 || j->type == FMT_Q5_1) e[b].fs = (float)sum;
+            if (j->type == FMT_Q4_K || j->type == FMT_Q5_K) e[b].fs = (float)-sum;
+        }
+    }
 }
 
 /* ---- matmul -------------------------------------------------------------- */
@@ -87,7 +102,7 @@ void kern_matmul(const hweight *w, int M, const float *x, float *y,
         fprintf(stderr, "hearth: kern_matmul: unsupported weight (%s)\n", format_name(w->type));
         abort();
     }
-    kern_act a = { .M = M, .n_in = w->n_in, .x = x, .q = NULL, .slo = NULL };
+    kern_act a = { .M = M, .n_in = w->n_in, .x = x, .q = NULL, .slo = NULL, .ext = NULL };
     int threads = pool_threads(pool);
 
     if (f->uses_act_q8) {
@@ -99,11 +114,14 @@ void kern_matmul(const hweight *w, int M, const float *x, float *y,
         }
         uint8_t *base = (uint8_t *)(((uintptr_t)scratch->buf + 63) & ~(uintptr_t)63);
         act_q8 *q = (act_q8 *)base;
+        size_t nbm = (size_t)M * (size_t)(w->n_in / QK);
         int32_t *slo = (int32_t *)(base + scratch_q_bytes(M, w->n_in));
-        quant_job qj = { x, q, slo, w->n_in, path->quantize ? path->quantize : reference_quantize };
+        act_extra *ext = (act_extra *)((uint8_t *)slo + align64(nbm * sizeof(int32_t)));
+        quant_job qj = { x, q, slo, ext, w->n_in, w->type, path->quantize ? path->quantize : reference_quantize };
         pool_run(pool, quant_rows, &qj, M, (M + 4 * threads - 1) / (4 * threads));
         a.q = q;
         a.slo = slo;
+        a.ext = ext;
     }
 
     /* Work items are pairs of panels; about 8 blocks per thread lets the
@@ -231,11 +249,16 @@ static void decode_unit(int type, const uint8_t *src, unit_vals *v) {
         const block_q6_k *b = (const void *)src;
         v->d = b->d;
         for (int j = 0; j < 16; j++) v->sc[j] = (uint8_t)b->scales[j];
-        for (int i = 0; i < QK_K; i++) {
-            uint8_t lo = b->ql[q6_ql_index(i)];
-            int q = (i % 128 < 64 ? lo & 15 : lo >> 4) | ((b->qh[q6_qh_index(i)] >> q6_shift(i)) & 3) << 4;
-            v->q[i] = (uint8_t)q;
-        }
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *ql = b->ql + 64 * h + l;
+                int qh = b->qh[32 * h + l];
+                uint8_t *q = v->q + 128 * h + l;
+                q[0] = (uint8_t)((ql[0] & 15) | (qh & 3) << 4);
+                q[32] = (uint8_t)((ql[32] & 15) | ((qh >> 2) & 3) << 4);
+                q[64] = (uint8_t)((ql[0] >> 4) | ((qh >> 4) & 3) << 4);
+                q[96] = (uint8_t)((ql[32] >> 4) | ((qh >> 6) & 3) << 4);
+            }
         break;
     }
     default: break;
@@ -291,7 +314,8 @@ static void encode_unit(int type, const unit_vals *v, uint8_t *dst) {
 }
 
 /* Where row r (0..15) of a panel keeps its fields inside one unit. */
-static void put_row_unit(int type, const pack_fmt *pf, uint8_t *qdst, uint8_t *sdst, int r, const unit_vals *v) {
+static void put_row_unit(int type, const pack_fmt *pf, bool crumbs, uint8_t *qdst, uint8_t *sdst, int r,
+                         const unit_vals *v) {
     fp16_t *h = (fp16_t *)sdst;
     switch (type) {
     case FMT_Q4_0: case FMT_Q5_0: case FMT_Q8_0: h[r] = v->d; break;
@@ -310,25 +334,34 @@ static void put_row_unit(int type, const pack_fmt *pf, uint8_t *qdst, uint8_t *s
         const uint8_t *q = v->q + QK * blk;
         uint8_t *d = qdst + (size_t)pf->qb32 * blk;
         if (type == FMT_Q8_0) {
-            for (int j = 0; j < 8; j++)
-                for (int i = 0; i < 4; i++) d[64 * j + 4 * r + i] = q[4 * j + i];
+            for (int j = 0; j < 8; j++) memcpy(d + 64 * j + 4 * r, q + 4 * j, 4);
             continue;
         }
         for (int c = 0; c < 4; c++)
             for (int i = 0; i < 4; i++)
                 d[64 * c + 4 * r + i] = (uint8_t)((q[8 * c + i] & 15) | (q[8 * c + 4 + i] & 15) << 4);
+        if (crumbs && type == FMT_Q6_K) {
+            for (int h = 0; h < 2; h++)
+                for (int i = 0; i < 4; i++) {
+                    int byte = 0;
+                    for (int t = 0; t < 4; t++) byte |= ((q[4 * (4 * h + t) + i] >> 4) & 3) << (2 * t);
+                    d[256 + 64 * h + 4 * r + i] = (uint8_t)byte;
+                }
+            continue;
+        }
+        /* Row r owns bits 4r..4r+3 of each plane word: one nibble of byte r/2. */
         int planes = pf->qb32 == 320 ? 1 : pf->qb32 == 384 ? 2 : 0;
         for (int pl = 0; pl < planes; pl++)
-            for (int j = 0; j < 8; j++)
-                for (int i = 0; i < 4; i++) {
-                    int bit = 4 * r + i;
-                    if ((q[4 * j + i] >> (4 + pl)) & 1)
-                        d[256 + 64 * pl + 8 * j + bit / 8] |= (uint8_t)(1u << (bit % 8));
-                }
+            for (int j = 0; j < 8; j++) {
+                int nib = 0;
+                for (int i = 0; i < 4; i++) nib |= ((q[4 * j + i] >> (4 + pl)) & 1) << i;
+                d[256 + 64 * pl + 8 * j + r / 2] |= (uint8_t)(nib << (4 * (r & 1)));
+            }
     }
 }
 
-static void get_row_unit(int type, const pack_fmt *pf, const uint8_t *qsrc, const uint8_t *ssrc, int r, unit_vals *v) {
+static void get_row_unit(int type, const pack_fmt *pf, bool crumbs, const uint8_t *qsrc, const uint8_t *ssrc,
+                         int r, unit_vals *v) {
     const fp16_t *h = (const fp16_t *)ssrc;
     memset(v, 0, sizeof *v);
     switch (type) {
@@ -358,6 +391,13 @@ static void get_row_unit(int type, const pack_fmt *pf, const uint8_t *qsrc, cons
                 q[8 * c + i] = byte & 15;
                 q[8 * c + 4 + i] = byte >> 4;
             }
+        if (crumbs && type == FMT_Q6_K) {
+            for (int h = 0; h < 2; h++)
+                for (int i = 0; i < 4; i++)
+                    for (int t = 0; t < 4; t++)
+                        q[4 * (4 * h + t) + i] |= (uint8_t)(((d[256 + 64 * h + 4 * r + i] >> (2 * t)) & 3) << 4);
+            continue;
+        }
         int planes = pf->qb32 == 320 ? 1 : pf->qb32 == 384 ? 2 : 0;
         for (int pl = 0; pl < planes; pl++)
             for (int j = 0; j < 8; j++)
@@ -368,27 +408,113 @@ static void get_row_unit(int type, const pack_fmt *pf, const uint8_t *qsrc, cons
     }
 }
 
-static void *alloc_aligned(size_t size, size_t *alloc_bytes) {
-    /* Big weights on 2 MiB boundaries so transparent huge pages can back them
-     * (fewer TLB misses while streaming them every token). */
-    size_t align = size >= (4u << 20) ? (2u << 20) : 64;
-    size = (size + align - 1) & ~(align - 1);
-    void *p = NULL;
-    if (posix_memalign(&p, align, size) != 0) return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (align > 64) madvise(p, size, MADV_HUGEPAGE);
-#endif
-    *alloc_bytes = size;
-    return p;
+/* Nibble chunks of a 32-k block from 16 bytes whose low nibbles are
+ * elements 0..15 and high nibbles 16..31 (Q4_0, Q4_1, Q5_x): chunk c byte i
+ * is q[8c+i] | q[8c+4+i] << 4, four bytes (one row) per 32-bit word. */
+static void nib_chunks(const uint8_t *qs, uint8_t *d, int r) {
+    const uint32_t m = 0x0f0f0f0fu;
+    uint32_t a = rd32(qs), b = rd32(qs + 4), c = rd32(qs + 8), e = rd32(qs + 12);
+    wr32(d + 4 * r, (a & m) | (b & m) << 4);
+    wr32(d + 64 + 4 * r, (c & m) | (e & m) << 4);
+    wr32(d + 128 + 4 * r, (a >> 4 & m) | (b & ~m));
+    wr32(d + 192 + 4 * r, (c >> 4 & m) | (e & ~m));
 }
 
-kpack *kern_pack(const hweight *w) {
+/* The common formats without the per-element detour through unit_vals;
+ * false for the others. Same bytes as put_row_unit(decode_unit(...)). */
+static bool pack_fast(int type, const uint8_t *blk, uint8_t *qd, uint8_t *sd, int r) {
+    fp16_t *h = (fp16_t *)(void *)sd;
+    switch (type) {
+    case FMT_Q4_0: {
+        const block_q4_0 *b = (const void *)blk;
+        h[r] = b->d;
+        nib_chunks(b->qs, qd, r);
+        return true;
+    }
+    case FMT_Q8_0: {
+        const block_q8_0 *b = (const void *)blk;
+        h[r] = b->d;
+        for (int j = 0; j < 8; j++) wr32(qd + 64 * j + 4 * r, rd32((const uint8_t *)b->qs + 4 * j) ^ 0x80808080u);
+        return true;
+    }
+    case FMT_Q4_K: {
+        const block_q4_k *b = (const void *)blk;
+        uint8_t sc[8], mn[8];
+        kq_get_scales(b->scales, sc, mn);
+        h[r] = b->d;
+        h[16 + r] = b->dmin;
+        for (int s = 0; s < 8; s++) { sd[64 + 16 * s + r] = sc[s]; sd[192 + 16 * s + r] = mn[s]; }
+        /* Sub-block j: low (j even) or high (j odd) nibbles of qs[32(j/2) ..]. */
+        const uint32_t m = 0x0f0f0f0fu;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *qs = b->qs + 32 * (j / 2);
+            uint8_t *d = qd + 256 * j;
+            for (int c = 0; c < 4; c++) {
+                uint32_t a = rd32(qs + 8 * c), e = rd32(qs + 8 * c + 4);
+                uint32_t v = (j & 1) ? (a >> 4 & m) | (e & ~m) : (a & m) | (e & m) << 4;
+                wr32(d + 64 * c + 4 * r, v);
+            }
+        }
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Zeroed memory for a packed weight. Big weights sit on 2 MiB boundaries
+ * so transparent huge pages can back them (fewer TLB misses while they are
+ * streamed every token); fresh anonymous pages come zeroed from the kernel,
+ * so nothing is written twice. */
+static void *alloc_zeroed(size_t size, size_t *alloc_bytes) {
+#if defined(__linux__)
+    const size_t huge = (size_t)2 << 20;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    size = (size + pg - 1) & ~(pg - 1);
+    bool big = size >= 2 * huge;
+    size_t span = big ? size + huge : size;
+    uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    uint8_t *p = m;
+    if (big) {   /* trim to a 2 MiB aligned range */
+        p = (uint8_t *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+        if (p > m) munmap(m, (size_t)(p - m));
+        size_t tail = (size_t)(m + span - (p + size));
+        if (tail) munmap(p + size, tail);
+#if defined(MADV_HUGEPAGE)
+        madvise(p, size, MADV_HUGEPAGE);
+#endif
+    }
+    *alloc_bytes = size;
+    return p;
+#else
+    void *p = NULL;
+    size = align64(size);
+    if (posix_memalign(&p, 64, size) != 0) return NULL;
+    memset(p, 0, size);
+    *alloc_bytes = size;
+    return p;
+#endif
+}
+
+static void free_zeroed(void *p, size_t size) {
+    if (!p) return;
+#if defined(__linux__)
+    munmap(p, size);
+#else
+    (void)size;
+    free(p);
+#endif
+}
+
+kpack *kern_pack(const hweight *w, bool q6_crumbs) {
     pack_fmt pf;
     if (!pack_fmt_of(w->type, &pf) || w->n_in <= 0 || w->n_out <= 0 || w->n_in % pf.unit) return NULL;
     if (w->row_bytes != format_row_bytes(w->type, w->n_in)) return NULL;
     kpack *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->type = w->type;
+    p->q6_crumbs = q6_crumbs && w->type == FMT_Q6_K;
     p->n_in = w->n_in;
     p->n_out = w->n_out;
     p->n_panels = (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS * (KP_UNIT_ROWS / KP_ROWS);
@@ -401,35 +527,50 @@ kpack *kern_pack(const hweight *w) {
         p->s_bytes = pf.s_bytes;
     }
     p->panel_bytes = align64((size_t)p->units * (p->q_bytes + p->s_bytes));
-    p->data = alloc_aligned((size_t)p->n_panels * p->panel_bytes, &p->alloc_bytes);
+    p->data = alloc_zeroed((size_t)p->n_panels * p->panel_bytes, &p->alloc_bytes);
     if (!p->data) { free(p); return NULL; }
-    memset(p->data, 0, p->alloc_bytes);
 
-    size_t ub = (size_t)format_get(w->type)->block_bytes * (size_t)(pf.unit == 1 ? 1 : pf.unit / format_get(w->type)->block_elems);
-    for (int64_t n = 0; n < w->n_out; n++) {
-        int64_t panel = n / KP_ROWS;
-        int r = (int)(n % KP_ROWS);
-        const uint8_t *row = w->data + (size_t)n * w->row_bytes;
+    /* Panel by panel, unit by unit: the panel's unit (a few KiB) stays in L1
+     * while its 16 rows are written into it. */
+    size_t ub = pf.unit == 1 ? 0 : format_get(w->type)->block_bytes * (size_t)(pf.unit / format_get(w->type)->block_elems);
+    for (int64_t panel = 0; panel * KP_ROWS < w->n_out; panel++) {
         uint8_t *pbase = p->data + (size_t)panel * p->panel_bytes;
+        int rows = w->n_out - panel * KP_ROWS < KP_ROWS ? (int)(w->n_out - panel * KP_ROWS) : KP_ROWS;
+        const uint8_t *src = w->data + (size_t)(panel * KP_ROWS) * w->row_bytes;
         if (pf.unit == 1) {
-            size_t es = float_size(w->type);
-            for (int64_t k = 0; k < w->n_in; k++)
-                memcpy(pbase + (size_t)k * p->q_bytes + (size_t)r * es, row + (size_t)k * es, es);
+            /* A transpose: 64 columns at a time, so the rows being read and
+             * the 1-2 KiB being written both stay in L1. */
+            for (int64_t k0 = 0; k0 < w->n_in; k0 += 64) {
+                int64_t k1 = k0 + 64 < w->n_in ? k0 + 64 : w->n_in;
+                for (int r = 0; r < rows; r++) {
+                    const uint8_t *srow = src + (size_t)r * w->row_bytes;
+                    if (w->type == FMT_F32) {
+                        for (int64_t k = k0; k < k1; k++) memcpy(pbase + 4 * (KP_ROWS * k + r), srow + 4 * k, 4);
+                    } else {
+                        for (int64_t k = k0; k < k1; k++) memcpy(pbase + 2 * (KP_ROWS * k + r), srow + 2 * k, 2);
+                    }
+                }
+            }
             continue;
         }
         unit_vals v;
-        for (int64_t u = 0; u < p->units; u++) {
-            decode_unit(w->type, row + (size_t)u * ub, &v);
-            put_row_unit(w->type, &pf, pbase + (size_t)u * p->q_bytes,
-                         pbase + (size_t)p->units * p->q_bytes + (size_t)u * p->s_bytes, r, &v);
-        }
+        for (int64_t u = 0; u < p->units; u++)
+            for (int r = 0; r < rows; r++) {
+                const uint8_t *blk = src + (size_t)r * w->row_bytes + (size_t)u * ub;
+                uint8_t *qd = pbase + (size_t)u * p->q_bytes;
+                uint8_t *sd = pbase + (size_t)p->units * p->q_bytes + (size_t)u * p->s_bytes;
+                if (pack_fast(w->type, blk, qd, sd, r)) continue;
+                decode_unit(w->type, blk, &v);
+                put_row_unit(w->type, &pf, p->q6_crumbs, pbase + (size_t)u * p->q_bytes,
+                             pbase + (size_t)p->units * p->q_bytes + (size_t)u * p->s_bytes, r, &v);
+            }
     }
     return p;
 }
 
 void kern_pack_free(kpack *p) {
     if (!p) return;
-    free(p->data);
+    free_zeroed(p->data, p->alloc_bytes);
     free(p);
 }
 
@@ -452,7 +593,7 @@ static void pack_get_row(const kpack *p, int64_t row, float *out) {
     unit_vals v;
     union { block_q6_k q6; block_q5_k q5; block_q8_0 q8; } block;   /* the largest units */
     for (int64_t u = 0; u < p->units; u++) {
-        get_row_unit(p->type, &pf, kp_quants(p, row / KP_ROWS, u), kp_scales(p, row / KP_ROWS, u), r, &v);
+        get_row_unit(p->type, &pf, p->q6_crumbs, kp_quants(p, row / KP_ROWS, u), kp_scales(p, row / KP_ROWS, u), r, &v);
         encode_unit(p->type, &v, (uint8_t *)&block);
         format_dequantize_row(p->type, &block, out + u * pf.unit, pf.unit);
     }
@@ -483,7 +624,7 @@ int kern_prepare_weight(hweight *w) {
     kern_path_id id = kernels_current();
     const kern_path *path = kern_path_get(id);
     if (!path || !path->packs(w->type)) return 0;
-    kpack *p = kern_pack(w);
+    kpack *p = kern_pack(w, path->q6_crumbs);
     if (!p) {
         pack_fmt pf;
         if (pack_fmt_of(w->type, &pf) && w->n_in % pf.unit == 0 && w->row_bytes == format_row_bytes(w->type, w->n_in))

@@ -67,12 +67,9 @@ typedef unsigned long long v2u64 __attribute__((vector_size(16)));
 #define BW_CHUNK (64 * 1024)   /* bytes per pool item */
 
 typedef struct {
-    const v2u64 *buf;
+    v2u64 *buf;
     v2u64 (*sums)[4];          /* per worker, 64 bytes apart: no false sharing */
 } bw_job;
-
-/* The sums are stored here, or the reads could be dropped as dead code. */
-static volatile unsigned long long bw_sink;
 
 static void bw_read(void *ctx, int64_t begin, int64_t end, int worker) {
     bw_job *j = ctx;
@@ -83,33 +80,11 @@ static void bw_read(void *ctx, int64_t begin, int64_t end, int worker) {
     j->sums[worker][0] += a + b + c + d;
 }
 
-/* GB/s of a streaming read of `bytes` with the pool's threads, over reps.
- * The buffer lives only during the measurement, so it never shows in the
- * RSS printed after load. */
-static stats3 measure_bandwidth(hpool *pool, size_t bytes, int reps) {
-    stats3 none = {0, 0, 0};
-    int n_threads = pool_threads(pool);
-    void *buf = aligned_alloc(64, bytes);
-    bw_job j = { buf, aligned_alloc(64, (size_t)n_threads * sizeof *j.sums) };
-    double *gbs = malloc((size_t)reps * sizeof *gbs);
-    if (!buf || !j.sums || !gbs) { free(buf); free(j.sums); free(gbs); return none; }
-    memset(buf, 1, bytes);   /* fault every page in before timing */
-    memset(j.sums, 0, (size_t)n_threads * sizeof *j.sums);
-    int64_t n = (int64_t)(bytes / BW_CHUNK);
-    for (int r = -1; r < reps; r++) {   /* r = -1: warm-up */
-        double t0 = now_s();
-        pool_run(pool, bw_read, &j, n, 16);
-        double dt = now_s() - t0;
-        if (r >= 0) gbs[r] = (double)n * BW_CHUNK / dt / 1e9;
-    }
-    stats3 s = summarize(gbs, reps);
-    v2u64 total = {0, 0};
-    for (int w = 0; w < n_threads; w++) total += j.sums[w][0];
-    bw_sink = total[0] + total[1];
-    free(buf);
-    free(j.sums);
-    free(gbs);
-    return s;
+/* GB/s of one streaming read of the whole buffer with the pool's threads. */
+static double bw_pass(hpool *pool, bw_job *j, size_t bytes) {
+    double t0 = now_s();
+    pool_run(pool, bw_read, j, (int64_t)(bytes / BW_CHUNK), 16);
+    return (double)bytes / (now_s() - t0) / 1e9;   /* the sums stored in j keep the reads alive */
 }
 
 /* ---- model runs ------------------------------------------------------- */
@@ -117,7 +92,7 @@ static stats3 measure_bandwidth(hpool *pool, size_t bytes, int reps) {
 typedef struct {
     const char *test;          /* "pp512", "tg128" */
     int threads;
-    stats3 tps, bw;            /* bw: read GB/s measured just before, same threads */
+    stats3 tps, bw;            /* bw: read GB/s, one pass before each timed run (tg only) */
     double bound;              /* tokens/s bound, 0 when none applies */
 } result;
 
@@ -216,9 +191,15 @@ int cmd_bench(int argc, char **argv) {
     int n_res = n_th * (n_pp + n_tg);
     result *res = calloc((size_t)n_paths * n_res, sizeof *res);
     double *samples = malloc((size_t)reps * sizeof *samples);
+    double *bw_samples = malloc((size_t)(reps + 1) * sizeof *bw_samples);
+    size_t bw_bytes = (size_t)bw_mib << 20;
     int32_t *toks = malloc((size_t)n_tok * sizeof *toks);
     char (*names)[32] = calloc((size_t)(n_pp + n_tg), sizeof *names);
-    if (!res || !samples || !toks || !names) { fprintf(stderr, "hearth: out of memory\n"); free(res); free(samples); free(toks); free(names); return 1; }
+    if (!res || !samples || !bw_samples || !toks || !names) {
+        fprintf(stderr, "hearth: out of memory\n");
+        free(res); free(samples); free(bw_samples); free(toks); free(names);
+        return 1;
+    }
     for (int i = 0; i < n_pp; i++) snprintf(names[i], sizeof names[i], "pp%d", pp[i]);
     for (int i = 0; i < n_tg; i++) snprintf(names[n_pp + i], sizeof names[0], "tg%d", tg[i]);
 
@@ -238,14 +219,21 @@ int cmd_bench(int argc, char **argv) {
         for (int t = 0; t < n_th && !rc; t++) {
             hpool *pool = pool_create(th[t]);
             generator *g = pool ? gen_new(m, n_ctx, batch, pool) : NULL;
-            if (!g) { fprintf(stderr, "hearth: out of memory\n"); rc = 1; }
-            /* bandwidth next to the tests it bounds: the machine's load can change during a run */
-            stats3 bw = g ? measure_bandwidth(pool, (size_t)bw_mib << 20, reps) : (stats3){0, 0, 0};
+            /* The bandwidth buffer exists only now (after the RSS was read);
+             * one read pass goes right before each timed tg run, so the
+             * bound is measured under the same load as the run it bounds. */
+            bw_job bj = { aligned_alloc(64, bw_bytes), aligned_alloc(64, (size_t)th[t] * sizeof *bj.sums) };
+            if (!g || !bj.buf || !bj.sums) { fprintf(stderr, "hearth: out of memory\n"); rc = 1; }
+            else {
+                memset(bj.buf, 1, bw_bytes);   /* fault every page in before timing */
+                memset(bj.sums, 0, (size_t)th[t] * sizeof *bj.sums);
+            }
             for (int i = 0; i < n_pp + n_tg && !rc; i++) {
                 bool is_pp = i < n_pp;
                 int n = is_pp ? pp[i] : tg[i - n_pp];
                 if (n == 0) continue;
                 for (int r = -1; r < reps && !rc; r++) {   /* r = -1: warm-up */
+                    if (!is_pp) bw_samples[r + 1] = bw_pass(pool, &bj, bw_bytes);
                     double x = is_pp ? run_pp(g, toks, n) : run_tg(g, toks, n);
                     if (x < 0) { fprintf(stderr, "hearth bench: evaluation failed\n"); rc = 1; }
                     else if (r >= 0) samples[r] = x;
@@ -255,36 +243,31 @@ int cmd_bench(int argc, char **argv) {
                 o->test = names[i];
                 o->threads = th[t];
                 o->tps = summarize(samples, reps);
-                o->bw = bw;
-                o->bound = is_pp || bw.med <= 0 ? 0 : bw.med * 1e9 / (double)bpt;
+                if (!is_pp) {   /* the warm-up's pass (index 0) is left out */
+                    o->bw = summarize(bw_samples + 1, reps);
+                    o->bound = o->bw.med * 1e9 / (double)bpt;
+                }
             }
+            free(bj.buf);
+            free(bj.sums);
             gen_free(g);
             pool_destroy(pool);
         }
         model_free(m);
     }
 
-    printf("\n| kernels | threads | read GB/s min | median | max |\n|---|---:|---:|---:|---:|\n");
-    for (int k = 0; k < n_paths; k++)
-        for (int t = 0; t < n_th; t++) {
-            const result *o = NULL;   /* the first test that ran carries the measurement */
-            for (int i = 0; i < n_pp + n_tg && !o; i++)
-                if (res[k * n_res + t * (n_pp + n_tg) + i].test) o = &res[k * n_res + t * (n_pp + n_tg) + i];
-            if (o) printf("| %s | %d | %.1f | %.1f | %.1f |\n", kernels_path_name(paths[k]), th[t], o->bw.min, o->bw.med, o->bw.max);
-        }
-
     /* One table: each row with its bound and, when paths are compared, its ratio to the first path. */
-    printf("\n| model | kernels | threads | test | t/s min | median | max | bound t/s | of bound |%s\n",
+    printf("\n| model | kernels | threads | test | t/s min | median | max | read GB/s | bound t/s | of bound |%s\n",
            n_paths > 1 ? " x first |" : "");
-    printf("|---|---|---:|---|---:|---:|---:|---:|---:|%s\n", n_paths > 1 ? "---:|" : "");
+    printf("|---|---|---:|---|---:|---:|---:|---:|---:|---:|%s\n", n_paths > 1 ? "---:|" : "");
     for (int k = 0; k < n_paths; k++) {
         for (int i = 0; i < n_res; i++) {
             const result *o = &res[k * n_res + i];
             if (!o->test) continue;
             printf("| %s | %s | %d | %s | %.2f | %.2f | %.2f |", model_label, kernels_path_name(paths[k]),
                    o->threads, o->test, o->tps.min, o->tps.med, o->tps.max);
-            if (o->bound > 0) printf(" %.1f | %.0f%% |", o->bound, 100 * o->tps.med / o->bound);
-            else printf(" - | - |");
+            if (o->bound > 0) printf(" %.1f | %.1f | %.0f%% |", o->bw.med, o->bound, 100 * o->tps.med / o->bound);
+            else printf(" - | - | - |");
             if (n_paths > 1) {
                 const result *base = &res[i];
                 if (base->test && base->tps.med > 0) printf(" %.2fx |", o->tps.med / base->tps.med);
@@ -295,6 +278,7 @@ int cmd_bench(int argc, char **argv) {
     }
     free(res);
     free(samples);
+    free(bw_samples);
     free(toks);
     free(names);
     return rc;

@@ -7,5 +7,7 @@ int cmd_info(int argc, char **argv);     /* cli_info.c */
 int cmd_bench(int argc, char **argv);    /* cli_bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* cli_mkmodel.c */
 int cmd_serve(int argc, char **argv);    /* serve.c */
+int cmd_config(int argc, char **argv);   /* cli_config.c */
+int cmd_version(void);                   /* cli_config.c: hearth --version */
 
 #endif

@@ -243,13 +243,13 @@ static void test_shape(kern_path_id id, int type, int64_t K, int64_t N) {
     CHECKF(oracle_misses(&o, y, M_MAX, NULL) > 0, "%s K=%lld: dropped-block control not caught",
            format_name(type), (long long)K);
     if (packed && type != FMT_F32 && type != FMT_F16 && type != FMT_BF16) {
-        /* Swap the nibbles (or bytes) of every quant byte of row 0's first block. */
+        /* Swap the nibbles of every quant byte of the first k-unit of the
+         * first panel (all its rows, so a zero scale cannot hide it). */
         kpack *p = w.packed;
-        for (int i = 0; i < 64; i += 16)
-            for (int b = 0; b < 4; b++) {
-                uint8_t *q = p->data + i * 4 + b;   /* chunk c = i/16, row 0 */
-                *q = (uint8_t)(*q << 4 | *q >> 4);
-            }
+        for (size_t i = 0; i < p->q_bytes; i++) {
+            uint8_t *q = p->data + i;
+            *q = (uint8_t)(*q << 4 | *q >> 4);
+        }
         kern_matmul(&w, M_MAX, x, y, &scratch, pools[2]);
         CHECKF(oracle_misses(&o, y, M_MAX, NULL) > 0, "%s %s: swapped-nibble control not caught",
                kernels_path_name(id), format_name(type));
@@ -261,6 +261,33 @@ static void test_shape(kern_path_id id, int type, int64_t K, int64_t N) {
     free(y); free(yall); free(x);
     oracle_free(&o);
     free(wdata); free(wcopy);
+}
+
+/* ---- both layout variants round-trip ----------------------------------- */
+
+/* Every format through kern_pack in both Q6_K variants (planes for NEON,
+ * crumbs for x86), whatever path this CPU runs: the packed bytes must give
+ * back every row exactly. */
+static void test_layouts(void) {
+    for (int ti = 0; ti < N_TYPES; ti++)
+        for (int crumbs = 0; crumbs < 2; crumbs++) {
+            int type = all_types[ti];
+            int64_t K = k_list(type, 2), N = 37;
+            uint8_t *data = make_weight(type, K, N);
+            hweight w = { .type = type, .n_in = K, .n_out = N, .data = data, .row_bytes = format_row_bytes(type, K) };
+            w.packed = kern_pack(&w, crumbs);
+            CHECK(w.packed != NULL);
+            float *r1 = malloc(sizeof(float) * (size_t)K), *r2 = malloc(sizeof(float) * (size_t)K);
+            int bad = 0;
+            for (int64_t n = 0; w.packed && n < N; n++) {
+                kern_get_row(&w, n, r1);
+                format_dequantize_row(type, data + w.row_bytes * (size_t)n, r2, K);
+                bad += memcmp(r1, r2, sizeof(float) * (size_t)K) != 0;
+            }
+            CHECKF(bad == 0, "%s crumbs=%d: %d rows differ after packing", format_name(type), crumbs, bad);
+            kern_pack_free(w.packed);
+            free(r1); free(r2); free(data);
+        }
 }
 
 /* ---- activation quantizer ------------------------------------------------ */
@@ -333,6 +360,7 @@ int main(void) {
     CHECK(kernels_path_available(best));
     CHECK(kernels_current() == best);
     printf("cpu: %s; selected path: %s\n", kernels_cpu_summary(), kernels_path_name(best));
+    test_layouts();
 
     for (int p = 0; p < KPATH_COUNT; p++) {
         kern_path_id id = (kern_path_id)p;

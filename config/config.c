@@ -1,0 +1,381 @@
+/* The configuration layers (see config.h). */
+#include "config.h"
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Keep in step with `hearth serve --help`: these are its flags that take a
+ * value. Defaults are shown by `hearth config`, never passed to serve. */
+const config_setting config_settings[] = {
+    { "model", "--model", "-m", CFG_PATH, 0, 0, NULL, NULL, false,
+      "GGUF model file (default: the built-in demo model)" },
+    { "host", "--host", NULL, CFG_STRING, 0, 0, NULL, "127.0.0.1", false,
+      "address to listen on" },
+    { "port", "--port", NULL, CFG_INT, 0, 65535, NULL, "8080", false,
+      "TCP port (0 picks a free one)" },
+    { "parallel", "--parallel", "-np", CFG_INT, 1, 256, NULL, "4", false,
+      "slots: requests generated at once" },
+    { "ctx-size", "--ctx-size", "-c", CFG_INT, 16, 1 << 22, NULL, "4096", false,
+      "context length per slot (at most the model's)" },
+    { "threads", "--threads", "-t", CFG_INT, 1, 1024, NULL, NULL, false,
+      "compute threads (default: physical cores)" },
+    { "batch", "--batch", "-b", CFG_INT, 1, 1 << 20, NULL, "512", false,
+      "tokens per engine step" },
+    { "queue", "--queue", NULL, CFG_INT, 0, 1 << 20, NULL, "64", false,
+      "requests waiting for a slot before 503" },
+    { "api-key", "--api-key", NULL, CFG_STRING, 0, 0, NULL, NULL, true,
+      "accepted bearer tokens, comma-separated (prefer api-key-file)" },
+    { "api-key-file", "--api-key-file", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
+      "file of accepted bearer tokens, one per line" },
+    { "alias", "--alias", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
+      "model name in /v1/models (default: the file name)" },
+    { "cors-origin", "--cors-origin", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
+      "Access-Control-Allow-Origin for browsers" },
+    { "chat-template", "--chat-template", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
+      "chatml, llama3, llama2, mistral, gemma, phi3, zephyr (default: the model's)" },
+    { "log-format", "--log-format", NULL, CFG_STRING, 0, 0, "text|json", "text", false,
+      "access log lines on stderr" },
+    { "prompt-cache", "--prompt-cache", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
+      "prompt-state database, or off (default: in the user's cache folder)" },
+    { "prompt-cache-size", "--prompt-cache-size", NULL, CFG_SIZE, 0, 0, NULL, "4G", false,
+      "size cap of the prompt-state database" },
+    { "max-body", "--max-body", NULL, CFG_SIZE, 0, 0, NULL, "16M", false,
+      "largest request body" },
+    { "sse-keepalive", "--sse-keepalive", NULL, CFG_NUMBER, 0, 0, NULL, "5", false,
+      "seconds of silence before an SSE comment (0: never)" },
+    { NULL, NULL, NULL, CFG_STRING, 0, 0, NULL, NULL, false, NULL },
+};
+
+#define MAX_CONFIG_BYTES (1 << 20)   /* a config file is small; refuse anything odd */
+
+static int n_settings(void) {
+    int n = 0;
+    while (config_settings[n].key) n++;
+    return n;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const config_setting *config_find_flag(const char *flag) {
+    for (const config_setting *s = config_settings; s->key; s++)
+        if (!strcmp(flag, s->flag) || (s->short_flag && !strcmp(flag, s->short_flag))) return s;
+    return NULL;
+}
+
+const config_setting *config_find_key(const char *key) {
+    for (const config_setting *s = config_settings; s->key; s++)
+        if (!strcmp(key, s->key)) return s;
+    return NULL;
+}
+
+void config_env_name(const config_setting *s, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "HEARTH_%s", s->key);
+    for (size_t i = 7; i < n && i < cap; i++)
+        buf[i] = buf[i] == '-' ? '_' : (char)toupper((unsigned char)buf[i]);
+}
+
+/* Checks a textual value against the setting's type, range and choices.
+ * `where` names its source for the message: "--port", "HEARTH_PORT" or
+ * "FILE: key 'port'". */
+static int check_text(const config_setting *s, const char *v, const char *where, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    if (s->type == CFG_INT) {
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end || x < s->min || x > s->max)
+            return fail(err, errlen, "%s wants an integer in [%ld, %ld], got '%s'", where, s->min, s->max, v);
+    } else if (s->type == CFG_NUMBER) {
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(x) || x < (double)s->min)
+            return fail(err, errlen, "%s wants a number of at least %ld, got '%s'", where, s->min, v);
+    } else if (s->type == CFG_SIZE) {
+        /* the syntax serve reads: a number, then K/M/G/T, an optional i and B */
+        double x = strtod(v, &end);
+        bool bad = errno || end == v || !isfinite(x) || x < 0;
+        if (!bad && *end && strchr("kKmMgGtT", *end)) end++;
+        if (!bad && (*end == 'i' || *end == 'I')) end++;
+        if (!bad && (*end == 'b' || *end == 'B')) end++;
+        if (bad || *end)
+            return fail(err, errlen, "%s wants a size such as 512M or 4G, got '%s'", where, v);
+    }
+    if (s->choices) {
+        size_t n = strlen(v);
+        const char *c = s->choices;
+        for (;;) {
+            const char *bar = strchr(c, '|');
+            size_t len = bar ? (size_t)(bar - c) : strlen(c);
+            if (len == n && !strncmp(c, v, n)) break;
+            if (!bar) return fail(err, errlen, "%s wants one of %s, got '%s'", where, s->choices, v);
+            c = bar + 1;
+        }
+    }
+    return 0;
+}
+
+static int set_value(config *c, const config_setting *s, const char *v, config_source src,
+                     const char *origin) {
+    struct config_value *cv = &c->values[s - config_settings];
+    char *nv = strdup(v), *no = strdup(origin);
+    if (!nv || !no) { free(nv); free(no); return -1; }
+    free(cv->value);
+    free(cv->origin);
+    cv->value = nv;
+    cv->origin = no;
+    cv->src = src;
+    return 0;
+}
+
+/* A path from a file: "~/x" is under $HOME, and a relative one is taken
+ * from the file's folder, so a config works whatever the working directory
+ * (systemd starts services in /). */
+static char *resolve_path(const char *v, const char *file) {
+    if (!strcmp(v, "off")) return strdup(v);   /* prompt-cache's word for none, not a path */
+    const char *home = getenv("HOME");
+    const char *base = NULL;
+    size_t base_len = 0;
+    if (v[0] == '~' && v[1] == '/' && home && *home) {
+        base = home;
+        base_len = strlen(home);
+        v += 2;
+    } else if (v[0] != '/' && v[0]) {
+        const char *slash = strrchr(file, '/');
+        if (slash) { base = file; base_len = (size_t)(slash - file); }
+    }
+    if (!base) return strdup(v);
+    size_t n = base_len + 1 + strlen(v) + 1;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%.*s/%s", (int)base_len, base, v);
+    return p;
+}
+
+static char *read_small_file(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { fail(err, errlen, "%s: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || st.st_size > MAX_CONFIG_BYTES) {
+        fail(err, errlen, "%s: not a regular file of at most %d bytes", path, MAX_CONFIG_BYTES);
+        fclose(f);
+        return NULL;
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+    int bad = !buf || ferror(f);
+    fclose(f);
+    if (bad) { free(buf); fail(err, errlen, "%s: cannot read", path); return NULL; }
+    buf[n] = 0;
+    if (strlen(buf) != n) { free(buf); fail(err, errlen, "%s: contains a NUL byte", path); return NULL; }
+    return buf;
+}
+
+/* Line and column of byte `off` in text, for parse errors. */
+static void line_col(const char *text, size_t off, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && text[i]; i++) {
+        if (text[i] == '\n') { ++*line; *col = 1; } else ++*col;
+    }
+}
+
+static int load_file(config *c, const char *path, char *err, size_t errlen) {
+    char *text = read_small_file(path, err, errlen);
+    if (!text) return -1;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, true);
+    if (!root) {
+        int line, col;
+        line_col(text, end ? (size_t)(end - text) : 0, &line, &col);
+        free(text);
+        return fail(err, errlen, "%s:%d:%d: not valid JSON", path, line, col);
+    }
+    free(text);
+    int rc = 0;
+    if (!cJSON_IsObject(root)) { rc = fail(err, errlen, "%s: wants a JSON object of settings", path); goto out; }
+    for (const cJSON *it = root->child; it; it = it->next) {
+        const config_setting *s = config_find_key(it->string);
+        if (!s) { rc = fail(err, errlen, "%s: unknown key '%s' (see `hearth config --help`)", path, it->string); goto out; }
+        for (const cJSON *p = root->child; p != it; p = p->next)
+            if (!strcmp(p->string, it->string)) { rc = fail(err, errlen, "%s: key '%s' appears twice", path, it->string); goto out; }
+        if (cJSON_IsNull(it)) continue;   /* null: leave it to the default */
+        char num[64];
+        const char *v;
+        double d = it->valuedouble;
+        if (s->type == CFG_INT) {
+            if (!cJSON_IsNumber(it) || !isfinite(d) || d != floor(d) || d < (double)s->min || d > (double)s->max) {
+                rc = fail(err, errlen, "%s: key '%s' wants an integer in [%ld, %ld]", path, s->key, s->min, s->max);
+                goto out;
+            }
+            snprintf(num, sizeof num, "%ld", (long)d);
+            v = num;
+        } else if (s->type == CFG_NUMBER || (s->type == CFG_SIZE && cJSON_IsNumber(it))) {
+            if (!cJSON_IsNumber(it) || !isfinite(d) || d < (double)s->min || (s->type == CFG_SIZE && d != floor(d))) {
+                rc = fail(err, errlen, "%s: key '%s' wants a %s", path, s->key,
+                          s->type == CFG_SIZE ? "whole number of bytes or a size such as \"4G\"" : "number");
+                goto out;
+            }
+            snprintf(num, sizeof num, "%.15g", d);
+            v = num;
+        } else {
+            if (!cJSON_IsString(it)) {
+                rc = fail(err, errlen, "%s: key '%s' wants a %s", path, s->key,
+                          s->type == CFG_SIZE ? "size such as \"4G\" or a number of bytes" : "string");
+                goto out;
+            }
+            v = it->valuestring;
+        }
+        char where[1100];
+        snprintf(where, sizeof where, "%s: key '%s'", path, s->key);
+        if ((rc = check_text(s, v, where, err, errlen))) goto out;
+        char *resolved = s->type == CFG_PATH ? resolve_path(v, path) : NULL;
+        if ((s->type == CFG_PATH && !resolved) || set_value(c, s, resolved ? resolved : v, CFG_SRC_FILE, path)) {
+            free(resolved);
+            rc = fail(err, errlen, "out of memory");
+            goto out;
+        }
+        free(resolved);
+    }
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* The default file, or NULL when $XDG_CONFIG_HOME and $HOME are both unset. */
+static char *default_file(void) {
+    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+    char buf[4096];
+    if (xdg && xdg[0] == '/') snprintf(buf, sizeof buf, "%s/hearth/config.json", xdg);
+    else if (home && *home) snprintf(buf, sizeof buf, "%s/.config/hearth/config.json", home);
+    else return NULL;
+    return strdup(buf);
+}
+
+static bool is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
+
+int config_load(config *c, int argc, char **argv, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    int n = n_settings();
+    c->values = calloc((size_t)n, sizeof *c->values);
+    c->rest = calloc((size_t)(argc > 0 ? argc : 1), sizeof *c->rest);
+    if (!c->values || !c->rest) return fail(err, errlen, "out of memory");
+
+    /* Help must work whatever state the config file is in. */
+    for (int i = 1; i < argc; i++)
+        if (is_help(argv[i])) { c->help = true; break; }
+
+    /* Which file: --config, then $HEARTH_CONFIG, then the default place. */
+    const char *named = NULL, *named_by = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config")) {
+            if (i + 1 >= argc) return fail(err, errlen, "--config needs a file name");
+            named = argv[++i];
+            named_by = "--config";
+        } else if (config_find_flag(argv[i])) {
+            i++;   /* skip its value, which may look like a flag */
+        }
+    }
+    const char *env_file = getenv("HEARTH_CONFIG");
+    if (!named && env_file && *env_file) { named = env_file; named_by = "HEARTH_CONFIG"; }
+    if (!c->help) {
+        if (named) {
+            struct stat st;
+            if (stat(named, &st)) return fail(err, errlen, "%s: %s (named by %s)", named, strerror(errno), named_by);
+            c->file = strdup(named);
+        } else {
+            char *def = default_file();
+            struct stat st;
+            if (def && !stat(def, &st)) c->file = def;
+            else free(def);
+        }
+        if (c->file && load_file(c, c->file, err, errlen)) return -1;
+
+        for (const config_setting *s = config_settings; s->key; s++) {
+            char name[64];
+            config_env_name(s, name, sizeof name);
+            const char *v = getenv(name);
+            if (!v || !*v) continue;   /* empty: unset, as in systemd's Environment= */
+            if (check_text(s, v, name, err, errlen)) return -1;
+            if (set_value(c, s, v, CFG_SRC_ENV, name)) return fail(err, errlen, "out of memory");
+        }
+    }
+
+    for (int i = 1; i < argc; i++) {
+        const config_setting *s = config_find_flag(argv[i]);
+        if (!strcmp(argv[i], "--config")) { i++; continue; }
+        if (!s) { c->rest[c->n_rest++] = argv[i]; continue; }
+        if (i + 1 >= argc) return fail(err, errlen, "%s needs a value", argv[i]);
+        const char *v = argv[++i];
+        if (check_text(s, v, argv[i - 1], err, errlen)) return -1;
+        if (set_value(c, s, v, CFG_SRC_FLAG, argv[i - 1])) return fail(err, errlen, "out of memory");
+    }
+    return 0;
+}
+
+void config_free(config *c) {
+    if (c->values)
+        for (int i = 0; config_settings[i].key; i++) {
+            free(c->values[i].value);
+            free(c->values[i].origin);
+        }
+    free(c->values);
+    free(c->rest);
+    free(c->file);
+    memset(c, 0, sizeof *c);
+}
+
+void config_argv_free(char **argv) {
+    if (!argv) return;
+    for (char **a = argv; *a; a++) free(*a);
+    free(argv);
+}
+
+int config_apply(int argc, char **argv, int *out_argc, char ***out_argv, char *err, size_t errlen) {
+    *out_argc = 0;
+    *out_argv = NULL;
+    config c;
+    if (config_load(&c, argc, argv, err, errlen)) { config_free(&c); return -1; }
+    int n = n_settings(), k = 0;
+    char **out = calloc((size_t)(1 + 2 * n + c.n_rest + 1), sizeof *out);
+    bool ok = out != NULL;
+    if (ok) ok = (out[k++] = strdup(argc > 0 ? argv[0] : "hearth")) != NULL;
+    for (int i = 0; ok && i < n; i++) {
+        if (!c.values[i].value) continue;
+        ok = (out[k++] = strdup(config_settings[i].flag)) && (out[k++] = strdup(c.values[i].value));
+    }
+    for (int i = 0; ok && i < c.n_rest; i++) ok = (out[k++] = strdup(c.rest[i])) != NULL;
+    config_free(&c);
+    if (!ok) { config_argv_free(out); return fail(err, errlen, "out of memory"); }
+    *out_argc = k;
+    *out_argv = out;
+    return 0;
+}
+
+int config_run(int (*cmd)(int argc, char **argv), int argc, char **argv) {
+    char err[1280];
+    int n;
+    char **args;
+    if (config_apply(argc, argv, &n, &args, err, sizeof err)) {
+        fprintf(stderr, "hearth %s: %s\n", argc > 0 ? argv[0] : "", err);
+        return 2;
+    }
+    int rc = cmd(n, args);
+    config_argv_free(args);
+    for (int i = 1; i < argc && rc == 0; i++)
+        if (is_help(argv[i])) {   /* the command lists its flags; these are the other layers */
+            printf("\nSettings also come from a JSON config file (--config FILE, else $HEARTH_CONFIG,\n"
+                   "else ~/.config/hearth/config.json) and HEARTH_* variables, below the flags:\n"
+                   "`hearth config --help` lists them, `hearth config` shows the result.\n");
+            break;
+        }
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* The access log (see access_log.h). */
+#include "access_log.h"
+#include "utf8.h"
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void access_log(void *ud, http_req *r) {
+    server *s = ud;
+    int status = http_status(r), n_prompt, n_gen;
+    http_get_tokens(r, &n_prompt, &n_gen);
+    metrics_request(&s->metrics, http_route(r), status);
+    double ms = (double)(uv_hrtime() - http_start_ns(r)) / 1e6;
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (s->o.log_json) {
+        cJSON *o = cJSON_CreateObject();
+        const char *path = http_path(r);
+        cJSON_AddStringToObject(o, "time", when);
+        cJSON_AddStringToObject(o, "remote", http_client_addr(r));
+        cJSON_AddItemToObject(o, "method", utf8_json_string(http_method(r), strlen(http_method(r))));
+        cJSON_AddItemToObject(o, "path", utf8_json_string(path, strlen(path)));
+        cJSON_AddNumberToObject(o, "status", status);
+        cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
+        cJSON_AddNumberToObject(o, "generated_tokens", n_gen);
+        cJSON_AddNumberToObject(o, "ms", (double)(long long)(ms * 10) / 10);
+        char *line = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (line) fprintf(stderr, "%s\n", line);
+        free(line);
+        return;
+    }
+    char path[256];
+    size_t i = 0;
+    for (const char *p = http_path(r); *p && i < sizeof path - 1; p++)   /* no control bytes in the log */
+        path[i++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+    path[i] = 0;
+    fprintf(stderr, "%s %s %s %s %d prompt=%d gen=%d %.1fms\n", when, http_client_addr(r), http_method(r), path,
+            status, n_prompt, n_gen, ms);
+}

@@ -1,0 +1,21 @@
+/* The answers' shapes: OpenAI chat and completions (fmt_oai.c), and
+ * llama.cpp's /completion and /infill (fmt_llama.c), streamed or whole. */
+#ifndef HEARTH_FMT_H
+#define HEARTH_FMT_H
+
+#include "gen.h"
+
+extern const gen_fmt fmt_chat;
+extern const gen_fmt fmt_completion;
+extern const gen_fmt fmt_llama;
+
+/* A token's text (render specials, sanitized) and its raw bytes. */
+void fmt_token_piece(const server *s, int32_t id, cJSON **text, cJSON **bytes);
+/* usage: prompt, completion, total tokens and cached prompt tokens. */
+cJSON *fmt_usage(const gen *g);
+/* llama.cpp's timings object. */
+cJSON *fmt_timings(const gen *g);
+/* llama.cpp's generation_settings for these options (stop strings copied). */
+cJSON *fmt_settings(const server *s, const gen_opts *o);
+
+#endif

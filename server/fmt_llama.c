@@ -1,0 +1,144 @@
+/* llama.cpp's answer shape for /completion and /infill, whole or as SSE
+ * events (no "[DONE]" at the end, as llama.cpp does), see fmt.h. */
+#include "fmt.h"
+#include "errors.h"
+#include "utf8.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A float as the short decimal it was written as (0.95, not 0.949999988). */
+static double shortest(float f) {
+    char b[32];
+    snprintf(b, sizeof b, "%.7g", f);
+    return strtod(b, NULL);
+}
+
+cJSON *fmt_settings(const server *s, const gen_opts *o) {
+    const sampler_params *sp = &o->jp.sampling;
+    cJSON *g = cJSON_CreateObject();
+    cJSON_AddNumberToObject(g, "n_ctx", s->n_ctx);
+    cJSON_AddNumberToObject(g, "n_predict", o->jp.max_tokens);
+    cJSON_AddNumberToObject(g, "seed", (double)sp->seed);
+    cJSON_AddNumberToObject(g, "temperature", shortest(sp->temperature));
+    cJSON_AddNumberToObject(g, "top_k", sp->top_k);
+    cJSON_AddNumberToObject(g, "top_p", shortest(sp->top_p));
+    cJSON_AddNumberToObject(g, "min_p", shortest(sp->min_p));
+    cJSON_AddNumberToObject(g, "repeat_last_n", sp->penalty_last_n);
+    cJSON_AddNumberToObject(g, "repeat_penalty", shortest(sp->repeat_penalty));
+    cJSON_AddNumberToObject(g, "presence_penalty", shortest(sp->presence_penalty));
+    cJSON_AddNumberToObject(g, "frequency_penalty", shortest(sp->frequency_penalty));
+    cJSON *stop = cJSON_AddArrayToObject(g, "stop");
+    for (int i = 0; i < o->jp.n_stop; i++) cJSON_AddItemToArray(stop, utf8_json_string(o->jp.stop[i], strlen(o->jp.stop[i])));
+    cJSON_AddBoolToObject(g, "ignore_eos", o->jp.ignore_eos);
+    cJSON_AddNumberToObject(g, "n_probs", o->n_probs);
+    cJSON_AddNumberToObject(g, "n_indent", o->n_indent);
+    cJSON_AddBoolToObject(g, "stream", o->stream);
+    cJSON_AddBoolToObject(g, "cache_prompt", o->jp.cache_prompt);
+    cJSON_AddNumberToObject(g, "id_slot", o->jp.id_slot);
+    cJSON_AddNumberToObject(g, "t_max_predict_ms", o->jp.t_max_predict_ms);
+    return g;
+}
+
+/* {id, token, logprob, bytes, top_logprobs: [{id, token, logprob, bytes}]} */
+static cJSON *probs_entry(const gen *g, const job_event *ev) {
+    cJSON *o = cJSON_CreateObject(), *text, *bytes;
+    fmt_token_piece(g->s, ev->token, &text, &bytes);
+    cJSON_AddNumberToObject(o, "id", ev->token);
+    cJSON_AddItemToObject(o, "token", text);
+    cJSON_AddNumberToObject(o, "logprob", ev->logprob);
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int i = 0; i < ev->n_top; i++) {
+        cJSON *t = cJSON_CreateObject();
+        fmt_token_piece(g->s, ev->top[i].id, &text, &bytes);
+        cJSON_AddNumberToObject(t, "id", ev->top[i].id);
+        cJSON_AddItemToObject(t, "token", text);
+        cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
+        cJSON_AddItemToObject(t, "bytes", bytes);
+        cJSON_AddItemToArray(top, t);
+    }
+    return o;
+}
+
+static void llama_token(gen *g, const char *text, size_t len, const job_event *ev) {
+    cJSON *pe = g->o.n_probs > 0 && ev ? probs_entry(g, ev) : NULL;
+    if (!g->stream_started) {
+        if (!pe) return;
+        if (!g->acc) g->acc = cJSON_CreateArray();
+        cJSON_AddItemToArray(g->acc, pe);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", 0);
+    cJSON_AddItemToObject(o, "content", utf8_json_string(text, len));
+    cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
+    if (ev) cJSON_AddItemToArray(toks, cJSON_CreateNumber(ev->token));
+    cJSON_AddBoolToObject(o, "stop", false);
+    cJSON_AddNumberToObject(o, "id_slot", g->slot);
+    cJSON_AddNumberToObject(o, "tokens_predicted", g->n_gen);
+    cJSON_AddNumberToObject(o, "tokens_evaluated", g->n_prompt);
+    if (pe) cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "completion_probabilities"), pe);
+    gen_sse_json(g, o);
+}
+
+/* llama.cpp's response_fields: keep only the listed paths ("timings/prompt_n"),
+ * each under its path as the key. */
+static cJSON *pick_fields(cJSON *full, const cJSON *fields) {
+    cJSON *out = cJSON_CreateObject();
+    const cJSON *f;
+    cJSON_ArrayForEach(f, fields) {
+        const char *path = f->valuestring;
+        cJSON *cur = full;
+        char key[256];
+        const char *p = path;
+        while (cur && *p) {
+            size_t n = strcspn(p, "/");
+            if (n >= sizeof key || !cJSON_IsObject(cur)) { cur = NULL; break; }
+            memcpy(key, p, n);
+            key[n] = 0;
+            cur = cJSON_GetObjectItemCaseSensitive(cur, key);
+            p += n + (p[n] == '/');
+        }
+        if (cur && *path) cJSON_AddItemToObject(out, path, cJSON_Duplicate(cur, true));
+    }
+    return out;
+}
+
+static void llama_finish(gen *g) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", 0);
+    if (g->stream_started) cJSON_AddStringToObject(o, "content", "");
+    else cJSON_AddItemToObject(o, "content", utf8_json_string(g->text ? g->text : "", g->text_len));
+    cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
+    if (g->o.return_tokens && !g->stream_started)
+        for (int i = 0; i < g->n_toks; i++) cJSON_AddItemToArray(toks, cJSON_CreateNumber(g->toks[i]));
+    cJSON_AddNumberToObject(o, "id_slot", g->slot);
+    cJSON_AddBoolToObject(o, "stop", true);
+    cJSON_AddStringToObject(o, "model", g->s->model_id);
+    cJSON_AddNumberToObject(o, "tokens_predicted", g->n_gen);
+    cJSON_AddNumberToObject(o, "tokens_evaluated", g->n_prompt);
+    if (g->settings) { cJSON_AddItemToObject(o, "generation_settings", g->settings); g->settings = NULL; }
+    cJSON_AddBoolToObject(o, "has_new_line", g->text_len && memchr(g->text, '\n', g->text_len));
+    cJSON_AddBoolToObject(o, "truncated", g->truncated);
+    cJSON_AddStringToObject(o, "stop_type", gen_stop_type(g));
+    cJSON_AddItemToObject(o, "stopping_word", utf8_json_string(g->stop_word ? g->stop_word : "",
+                                                               g->stop_word ? strlen(g->stop_word) : 0));
+    cJSON_AddNumberToObject(o, "tokens_cached", g->n_prompt + g->n_gen);
+    cJSON_AddItemToObject(o, "timings", fmt_timings(g));
+    if (g->acc) { cJSON_AddItemToObject(o, "completion_probabilities", g->acc); g->acc = NULL; }
+    if (g->response_fields) {
+        cJSON *picked = pick_fields(o, g->response_fields);
+        cJSON_Delete(o);
+        o = picked;
+    }
+    if (g->stream_started) {
+        gen_sse_json(g, o);
+        gen_stream_end(g);
+    } else {
+        respond_json(g->req, 200, o);
+        g->ended = true;
+    }
+}
+
+const gen_fmt fmt_llama = { NULL, llama_token, llama_finish };

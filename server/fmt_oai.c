@@ -1,0 +1,258 @@
+/* OpenAI answer shapes: chat.completion(.chunk) and text_completion,
+ * whole or as SSE chunks (see fmt.h). */
+#include "fmt.h"
+#include "errors.h"
+#include "utf8.h"
+#include "../engine/tokenizer.h"
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEARTH_VERSION
+#define HEARTH_VERSION "unknown"
+#endif
+
+void fmt_token_piece(const server *s, int32_t id, cJSON **text, cJSON **bytes) {
+    char buf[1024];
+    size_t n = tokenizer_token_bytes(s->model->tok, id, true, buf, sizeof buf);
+    if (n > sizeof buf) n = sizeof buf;
+    *text = utf8_json_string(buf, n);
+    if (!bytes) return;
+    *bytes = cJSON_CreateArray();
+    for (size_t i = 0; i < n && *bytes; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+}
+
+cJSON *fmt_usage(const gen *g) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", g->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", g->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", g->n_prompt + g->n_gen);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", g->n_cached);
+    return u;
+}
+
+cJSON *fmt_timings(const gen *g) {
+    cJSON *t = cJSON_CreateObject();
+    int pn = g->n_prompt - g->n_cached;
+    cJSON_AddNumberToObject(t, "cache_n", g->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", pn);
+    cJSON_AddNumberToObject(t, "prompt_ms", g->t_prompt_ms);
+    cJSON_AddNumberToObject(t, "prompt_per_token_ms", pn > 0 ? g->t_prompt_ms / pn : 0);
+    cJSON_AddNumberToObject(t, "prompt_per_second", g->t_prompt_ms > 0 ? 1e3 * pn / g->t_prompt_ms : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", g->n_gen);
+    cJSON_AddNumberToObject(t, "predicted_ms", g->t_gen_ms);
+    cJSON_AddNumberToObject(t, "predicted_per_token_ms", g->n_gen > 0 ? g->t_gen_ms / g->n_gen : 0);
+    cJSON_AddNumberToObject(t, "predicted_per_second", g->t_gen_ms > 0 ? 1e3 * g->n_gen / g->t_gen_ms : 0);
+    return t;
+}
+
+static cJSON *head(const gen *g, const char *object) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", g->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)g->created);
+    cJSON_AddStringToObject(o, "model", g->s->model_id);
+    cJSON_AddStringToObject(o, "system_fingerprint", "hearth-" HEARTH_VERSION);
+    return o;
+}
+
+static void add_text(cJSON *o, const char *key, const char *text, size_t len) {
+    cJSON *v = utf8_json_string(text, len);
+    if (v) cJSON_AddItemToObject(o, key, v);
+}
+
+static void add_finish(cJSON *o, const char *finish) {
+    if (finish) cJSON_AddStringToObject(o, "finish_reason", finish);
+    else cJSON_AddNullToObject(o, "finish_reason");
+}
+
+/* ---- chat ------------------------------------------------------------------ */
+/* {token, logprob, bytes, top_logprobs: [...]} for one token event. */
+static cJSON *chat_logprob(const gen *g, const job_event *ev) {
+    cJSON *o = cJSON_CreateObject(), *text, *bytes;
+    fmt_token_piece(g->s, ev->token, &text, &bytes);
+    cJSON_AddItemToObject(o, "token", text);
+    cJSON_AddNumberToObject(o, "logprob", ev->logprob);
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int i = 0; i < ev->n_top; i++) {
+        cJSON *t = cJSON_CreateObject();
+        fmt_token_piece(g->s, ev->top[i].id, &text, &bytes);
+        cJSON_AddItemToObject(t, "token", text);
+        cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
+        cJSON_AddItemToObject(t, "bytes", bytes);
+        cJSON_AddItemToArray(top, t);
+    }
+    return o;
+}
+
+static cJSON *chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish) {
+    cJSON *o = head(g, "chat.completion.chunk"), *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddItemToObject(c, "delta", delta);
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
+    add_finish(c, finish);
+    cJSON_AddItemToArray(choices, c);
+    if (g->o.include_usage) cJSON_AddNullToObject(o, "usage");
+    return o;
+}
+
+static void chat_start(gen *g) {
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "role", "assistant");
+    cJSON_AddStringToObject(d, "content", "");
+    gen_sse_json(g, chat_chunk(g, d, NULL, NULL));
+}
+
+static void chat_token(gen *g, const char *text, size_t len, const job_event *ev) {
+    cJSON *lp = g->o.logprobs && ev ? chat_logprob(g, ev) : NULL;
+    if (!g->stream_started) {   /* whole answer: keep the logprobs */
+        if (!lp) return;
+        if (!g->acc) g->acc = cJSON_CreateArray();
+        cJSON_AddItemToArray(g->acc, lp);
+        return;
+    }
+    cJSON *d = cJSON_CreateObject();
+    add_text(d, "content", text, len);
+    cJSON *lps = NULL;
+    if (lp) {
+        lps = cJSON_CreateObject();
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(lps, "content"), lp);
+    }
+    gen_sse_json(g, chat_chunk(g, d, lps, NULL));
+}
+
+static void chat_finish(gen *g) {
+    const char *finish = gen_finish_oai(g);
+    if (g->stream_started) {
+        gen_sse_json(g, chat_chunk(g, cJSON_CreateObject(), NULL, finish));
+        if (g->o.include_usage) {
+            cJSON *o = head(g, "chat.completion.chunk");
+            cJSON_AddArrayToObject(o, "choices");
+            cJSON_AddItemToObject(o, "usage", fmt_usage(g));
+            cJSON_AddItemToObject(o, "timings", fmt_timings(g));
+            gen_sse_json(g, o);
+        }
+        gen_sse_raw(g, "[DONE]");
+        gen_stream_end(g);
+        return;
+    }
+    cJSON *o = head(g, "chat.completion"), *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject(), *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddStringToObject(m, "role", "assistant");
+    add_text(m, "content", g->text ? g->text : "", g->text_len);
+    cJSON_AddItemToObject(c, "message", m);
+    if (g->o.logprobs) {
+        cJSON *lp = cJSON_CreateObject();
+        cJSON_AddItemToObject(lp, "content", g->acc ? g->acc : cJSON_CreateArray());
+        g->acc = NULL;
+        cJSON_AddItemToObject(c, "logprobs", lp);
+    } else {
+        cJSON_AddNullToObject(c, "logprobs");
+    }
+    add_finish(c, finish);
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddItemToObject(o, "usage", fmt_usage(g));
+    cJSON_AddItemToObject(o, "timings", fmt_timings(g));
+    respond_json(g->req, 200, o);
+    g->ended = true;
+}
+
+const gen_fmt fmt_chat = { chat_start, chat_token, chat_finish };
+
+/* ---- completions --------------------------------------------------------------- */
+/* The legacy logprobs object: tokens, token_logprobs, top_logprobs, text_offset. */
+static cJSON *cmpl_logprobs_new(void) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddArrayToObject(o, "tokens");
+    cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON_AddArrayToObject(o, "top_logprobs");
+    cJSON_AddArrayToObject(o, "text_offset");
+    return o;
+}
+
+static void cmpl_logprobs_add(const gen *g, cJSON *o, const job_event *ev) {
+    cJSON *text;
+    fmt_token_piece(g->s, ev->token, &text, NULL);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), text);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"), cJSON_CreateNumber(ev->logprob));
+    cJSON *top = cJSON_CreateObject();
+    for (int i = 0; i < ev->n_top; i++) {
+        char buf[1024];
+        size_t n = tokenizer_token_bytes(g->s->model->tok, ev->top[i].id, true, buf, sizeof buf - 1);
+        char *key = utf8_sanitize(buf, n < sizeof buf ? n : sizeof buf - 1, NULL);
+        if (key) cJSON_AddNumberToObject(top, key, ev->top[i].logprob);
+        free(key);
+    }
+    cJSON_AddItemToArray(cJSON_GetObjectItem(o, "top_logprobs"), top);
+    size_t off = g->text_offset + (g->o.echo && g->echo ? strlen(g->echo) : 0);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(o, "text_offset"), cJSON_CreateNumber((double)off));
+}
+
+static cJSON *cmpl_chunk(const gen *g, const char *text, size_t len, cJSON *logprobs, const char *finish) {
+    cJSON *o = head(g, "text_completion"), *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    add_text(c, "text", text, len);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
+    add_finish(c, finish);
+    cJSON_AddItemToArray(choices, c);
+    if (g->o.include_usage) cJSON_AddNullToObject(o, "usage");
+    return o;
+}
+
+static void cmpl_start(gen *g) {
+    if (g->o.echo && g->echo) gen_sse_json(g, cmpl_chunk(g, g->echo, strlen(g->echo), NULL, NULL));
+}
+
+static void cmpl_token(gen *g, const char *text, size_t len, const job_event *ev) {
+    bool lp = g->o.logprobs && ev;
+    if (!g->stream_started) {
+        if (!lp) return;
+        if (!g->acc) g->acc = cmpl_logprobs_new();
+        cmpl_logprobs_add(g, g->acc, ev);
+        return;
+    }
+    cJSON *l = NULL;
+    if (lp) {
+        l = cmpl_logprobs_new();
+        cmpl_logprobs_add(g, l, ev);
+    }
+    gen_sse_json(g, cmpl_chunk(g, text, len, l, NULL));
+}
+
+static void cmpl_finish(gen *g) {
+    const char *finish = gen_finish_oai(g);
+    if (g->stream_started) {
+        gen_sse_json(g, cmpl_chunk(g, "", 0, NULL, finish));
+        if (g->o.include_usage) {
+            cJSON *o = head(g, "text_completion");
+            cJSON_AddArrayToObject(o, "choices");
+            cJSON_AddItemToObject(o, "usage", fmt_usage(g));
+            gen_sse_json(g, o);
+        }
+        gen_sse_raw(g, "[DONE]");
+        gen_stream_end(g);
+        return;
+    }
+    size_t n_echo = g->o.echo && g->echo ? strlen(g->echo) : 0;
+    char *all = malloc(n_echo + g->text_len + 1);
+    if (!all) { gen_fail(g, 500, NULL, "out of memory"); return; }
+    if (n_echo) memcpy(all, g->echo, n_echo);
+    if (g->text_len) memcpy(all + n_echo, g->text, g->text_len);
+    cJSON *l = g->o.logprobs ? (g->acc ? g->acc : cmpl_logprobs_new()) : NULL;
+    g->acc = NULL;
+    cJSON *o = cmpl_chunk(g, all, n_echo + g->text_len, l, finish);
+    free(all);
+    cJSON_DeleteItemFromObject(o, "usage");
+    cJSON_AddItemToObject(o, "usage", fmt_usage(g));
+    cJSON_AddItemToObject(o, "timings", fmt_timings(g));
+    respond_json(g->req, 200, o);
+    g->ended = true;
+}
+
+const gen_fmt fmt_completion = { cmpl_start, cmpl_token, cmpl_finish };

@@ -1,0 +1,380 @@
+/* Reading request fields with checks (see request_json.h). */
+#include "request_json.h"
+#include "../engine/tokenizer.h"
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const cJSON *jf_get(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+bool jf_bool(const cJSON *o, const char *key, bool *out, api_error *e) {
+    const cJSON *v = jf_get(o, key);
+    if (!v) return true;
+    if (!cJSON_IsBool(v)) return api_fail(e, 400, key, "invalid_type", "'%s' must be true or false", key);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+bool jf_num(const cJSON *o, const char *key, double lo, double hi, double *out, api_error *e) {
+    const cJSON *v = jf_get(o, key);
+    if (!v) return true;
+    if (!cJSON_IsNumber(v)) return api_fail(e, 400, key, "invalid_type", "'%s' must be a number", key);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi)
+        return api_fail(e, 400, key, "invalid_value", "'%s' must be between %g and %g, got %g", key, lo, hi, d);
+    *out = d;
+    return true;
+}
+
+bool jf_int(const cJSON *o, const char *key, long long lo, long long hi, long long *out, api_error *e) {
+    const cJSON *v = jf_get(o, key);
+    if (!v) return true;
+    double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (!cJSON_IsNumber(v) || !isfinite(d) || d != floor(d))
+        return api_fail(e, 400, key, "invalid_type", "'%s' must be an integer", key);
+    if (d < (double)lo || d > (double)hi)
+        return api_fail(e, 400, key, "invalid_value", "'%s' must be between %lld and %lld, got %.17g", key, lo, hi, d);
+    *out = (long long)d;
+    return true;
+}
+
+bool jf_str(const cJSON *o, const char *key, const char **out, api_error *e) {
+    const cJSON *v = jf_get(o, key);
+    if (!v) return true;
+    if (!cJSON_IsString(v)) return api_fail(e, 400, key, "invalid_type", "'%s' must be a string", key);
+    *out = v->valuestring;
+    return true;
+}
+
+/* ---- model --------------------------------------------------------------------- */
+bool model_name_matches(const server *s, const char *name) {
+    if (!strcmp(name, s->model_id)) return true;
+    if (s->model && s->model->name && !strcmp(name, s->model->name)) return true;
+    if (!s->model_file) return false;
+    size_t n = strlen(name), f = strlen(s->model_file);
+    if (!strcmp(name, s->model_file)) return true;
+    return f > 5 && n == f - 5 && !strcmp(s->model_file + n, ".gguf") && !strncmp(name, s->model_file, n);
+}
+
+bool check_model_field(const server *s, const cJSON *body, api_error *e) {
+    const char *m = NULL;
+    if (!jf_str(body, "model", &m, e)) return false;
+    if (!m || !*m || model_name_matches(s, m)) return true;
+    return api_fail(e, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves '%.200s'",
+                    m, s->model_id);
+}
+
+/* ---- pieces of the sampling fields -------------------------------------------------- */
+static bool parse_stop(const cJSON *b, gen_opts *o, api_error *e) {
+    const cJSON *v = jf_get(b, "stop");
+    if (!v) return true;
+    o->jp.n_stop = 0;
+    if (cJSON_IsString(v)) {
+        if (*v->valuestring) o->jp.stop[o->jp.n_stop++] = v->valuestring;
+        return true;
+    }
+    if (!cJSON_IsArray(v)) return api_fail(e, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
+    if (cJSON_GetArraySize(v) > ENGINE_MAX_STOP)
+        return api_fail(e, 400, "stop", "invalid_value", "'stop' may hold at most %d strings", ENGINE_MAX_STOP);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        if (!cJSON_IsString(it)) return api_fail(e, 400, "stop", "invalid_type", "'stop' must be a string or a list of strings");
+        if (*it->valuestring) o->jp.stop[o->jp.n_stop++] = it->valuestring;
+    }
+    return true;
+}
+
+static bool bias_add(gen_opts *o, int *cap, int32_t id, float bias) {
+    if (o->jp.sampling.n_logit_bias == *cap) {
+        int c = *cap ? *cap * 2 : 16;
+        logit_bias_entry *nb = realloc(o->bias, sizeof *nb * (size_t)c);
+        if (!nb) return false;
+        o->bias = nb;
+        *cap = c;
+    }
+    o->bias[o->jp.sampling.n_logit_bias].id = id;
+    o->bias[o->jp.sampling.n_logit_bias++].bias = bias;
+    return true;
+}
+
+static bool bias_value(const cJSON *v, float *out) {
+    if (cJSON_IsFalse(v)) { *out = -INFINITY; return true; }   /* llama.cpp: false bans */
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return false;
+    *out = (float)v->valuedouble;
+    return true;
+}
+
+/* OpenAI: {"token id": bias}; llama.cpp also: [[id or text, bias or false], ...]. */
+static bool parse_logit_bias(const server *s, const cJSON *b, gen_opts *o, api_error *e) {
+    const cJSON *v = jf_get(b, "logit_bias");
+    if (!v) return true;
+    int n_vocab = s->model->p.n_vocab, cap = 0;
+    const cJSON *it;
+    if (cJSON_IsObject(v)) {
+        cJSON_ArrayForEach(it, v) {
+            char *end;
+            errno = 0;
+            long id = strtol(it->string, &end, 10);
+            float bias;
+            if (errno || end == it->string || *end || id < 0 || id >= n_vocab)
+                return api_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: '%.40s' is not a token id below %d",
+                                it->string, n_vocab);
+            if (!bias_value(it, &bias))
+                return api_fail(e, 400, "logit_bias", "invalid_type", "logit_bias: the bias of %ld must be a number", id);
+            if (!bias_add(o, &cap, (int32_t)id, bias)) return api_fail(e, 500, NULL, NULL, "out of memory");
+        }
+    } else if (cJSON_IsArray(v)) {
+        cJSON_ArrayForEach(it, v) {
+            const cJSON *k = cJSON_GetArrayItem(it, 0), *bv = cJSON_GetArrayItem(it, 1);
+            float bias;
+            if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2 || !bias_value(bv, &bias))
+                return api_fail(e, 400, "logit_bias", "invalid_type", "logit_bias: each entry must be [token, bias]");
+            if (cJSON_IsString(k)) {
+                int32_t *ids = NULL;
+                int n = tokenizer_encode(s->model->tok, k->valuestring, strlen(k->valuestring), false, false, &ids);
+                for (int i = 0; i < n; i++)
+                    if (!bias_add(o, &cap, ids[i], bias)) { free(ids); return api_fail(e, 500, NULL, NULL, "out of memory"); }
+                free(ids);
+                if (n < 0) return api_fail(e, 500, NULL, NULL, "out of memory");
+            } else if (cJSON_IsNumber(k) && k->valuedouble == floor(k->valuedouble) && k->valuedouble >= 0 &&
+                       k->valuedouble < n_vocab) {
+                if (!bias_add(o, &cap, (int32_t)k->valuedouble, bias)) return api_fail(e, 500, NULL, NULL, "out of memory");
+            } else {
+                return api_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: tokens must be ids below %d or text",
+                                n_vocab);
+            }
+        }
+    } else {
+        return api_fail(e, 400, "logit_bias", "invalid_type", "'logit_bias' must be an object of token id -> bias");
+    }
+    o->jp.sampling.logit_bias = o->bias;
+    return true;
+}
+
+/* llama.cpp's "samplers": which stages run. hearth keeps its own order, and
+ * a stage left out is turned off (temperature 1, top_k 0, top_p 1, ...). */
+static const struct { const char *name; char c; int stage; } sampler_names[] = {
+    { "top_k", 'k', 1 }, { "top_p", 'p', 2 }, { "min_p", 'm', 3 }, { "temperature", 't', 4 },
+    { "temp", 0, 4 }, { "penalties", 'e', 5 }, { "typ_p", 'y', 0 }, { "typical_p", 0, 0 },
+    { "xtc", 'x', 0 }, { "dry", 'd', 0 }, { "infill", 'i', 0 }, { "top_n_sigma", 's', 0 },
+};
+
+static int sampler_stage(const char *name, size_t n) {
+    for (size_t i = 0; i < sizeof sampler_names / sizeof *sampler_names; i++)
+        if (strlen(sampler_names[i].name) == n && !strncmp(sampler_names[i].name, name, n)) return sampler_names[i].stage;
+    return -1;
+}
+
+static bool parse_samplers(const cJSON *b, gen_opts *o, api_error *e) {
+    const cJSON *v = jf_get(b, "samplers");
+    if (!v) return true;
+    bool on[6] = { 0 };
+    if (cJSON_IsArray(v)) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, v) {
+            int st = cJSON_IsString(it) ? sampler_stage(it->valuestring, strlen(it->valuestring)) : -1;
+            if (st < 0) return api_fail(e, 400, "samplers", "invalid_value", "samplers: unknown sampler %s",
+                                        cJSON_IsString(it) ? it->valuestring : "(not a string)");
+            on[st] = true;
+        }
+    } else if (cJSON_IsString(v)) {
+        const char *p = v->valuestring;
+        if (strchr(p, ';') || sampler_stage(p, strlen(p)) >= 0) {   /* "top_k;top_p;..." */
+            while (*p) {
+                size_t n = strcspn(p, ";");
+                int st = sampler_stage(p, n);
+                if (st < 0) return api_fail(e, 400, "samplers", "invalid_value", "samplers: unknown sampler '%.*s'", (int)(n > 40 ? 40 : n), p);
+                on[st] = true;
+                p += n + (p[n] == ';');
+            }
+        } else {   /* llama.cpp's letters, "kpmt" */
+            for (; *p; p++) {
+                int st = -1;
+                for (size_t i = 0; i < sizeof sampler_names / sizeof *sampler_names; i++)
+                    if (sampler_names[i].c == *p) st = sampler_names[i].stage;
+                if (st < 0) return api_fail(e, 400, "samplers", "invalid_value", "samplers: unknown sampler letter '%c'", *p);
+                on[st] = true;
+            }
+        }
+    } else {
+        return api_fail(e, 400, "samplers", "invalid_type", "'samplers' must be a list of sampler names");
+    }
+    sampler_params *sp = &o->jp.sampling;
+    if (!on[1]) sp->top_k = 0;
+    if (!on[2]) sp->top_p = 1.0f;
+    if (!on[3]) sp->min_p = 0.0f;
+    if (!on[4]) sp->temperature = 1.0f;
+    if (!on[5]) { sp->repeat_penalty = 1.0f; sp->presence_penalty = 0; sp->frequency_penalty = 0; }
+    return true;
+}
+
+/* Fields hearth knows but can only take at their neutral value. */
+static bool parse_unsupported(const cJSON *b, api_error *e) {
+    static const struct { const char *key; double neutral; } nums[] = {
+        { "mirostat", 0 }, { "typical_p", 1 }, { "typ_p", 1 }, { "tfs_z", 1 },
+        { "dry_multiplier", 0 }, { "xtc_probability", 0 },
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        const cJSON *v = jf_get(b, nums[i].key);
+        if (!v) continue;
+        if (!cJSON_IsNumber(v)) return api_fail(e, 400, nums[i].key, "invalid_type", "'%s' must be a number", nums[i].key);
+        if (v->valuedouble != nums[i].neutral)
+            return api_fail(e, 400, nums[i].key, "unsupported_value", "'%s' is not supported (only %g)", nums[i].key,
+                            nums[i].neutral);
+    }
+    static const char *const lists[] = { "tools", "functions", "lora", "image_data", "multimodal_data" };
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        const cJSON *v = jf_get(b, lists[i]);
+        if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
+            return api_fail(e, 400, lists[i], "unsupported_value", "'%s' is not supported by this server", lists[i]);
+    }
+    const cJSON *v = jf_get(b, "tool_choice");
+    if (v && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
+        return api_fail(e, 400, "tool_choice", "unsupported_value", "'tool_choice' is not supported by this server");
+    v = jf_get(b, "grammar");
+    if (v && !(cJSON_IsString(v) && !*v->valuestring))
+        return api_fail(e, 400, "grammar", "unsupported_value", "grammars are not supported by this server");
+    v = jf_get(b, "json_schema");
+    if (v && !(cJSON_IsObject(v) && !v->child))
+        return api_fail(e, 400, "json_schema", "unsupported_value", "JSON schemas are not supported by this server");
+    v = jf_get(b, "response_format");
+    if (v) {
+        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
+            return api_fail(e, 400, "response_format", "unsupported_value",
+                            "'response_format' may only be {\"type\": \"text\"} on this server");
+    }
+    return true;
+}
+
+/* The length limit: max_completion_tokens / max_tokens (OpenAI, at least 1)
+ * or n_predict (llama.cpp: -1 unlimited, 0 warms the cache only). */
+static bool parse_length(const server *s, const cJSON *b, gen_kind kind, gen_opts *o, api_error *e) {
+    const char *keys[3] = { "n_predict", "max_tokens", "max_completion_tokens" };
+    for (int i = 0; i < 3; i++) {   /* later keys win */
+        const char *k = keys[i];
+        if (kind != GEN_CHAT && i == 2) continue;
+        if (!jf_get(b, k)) continue;
+        bool oai = i > 0;
+        long long n = -1;
+        if (!jf_int(b, k, oai ? 1 : -2, INT_MAX, &n, e)) return false;
+        if (n > s->n_ctx)
+            return api_fail(e, 400, k, "context_length_exceeded",
+                            "'%s' is %lld but a slot's context holds %d tokens (prompt included)", k, n, s->n_ctx);
+        o->jp.max_tokens = n < 0 ? -1 : (int)n;
+        o->warmup = n == 0;
+    }
+    return true;
+}
+
+/* A seed for a request without one: 32 bits, as llama.cpp reports them. */
+static uint64_t random_seed(void) {
+    static uint64_t counter;
+    uint64_t x = uv_hrtime() + (++counter) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)(x ^ (x >> 31));
+}
+
+bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o, api_error *e) {
+    sampler_params *sp = &o->jp.sampling;
+    double d;
+    long long n;
+    bool bv;
+
+#define NUM(key, lo, hi, field) \
+    do { d = (double)(field); if (!jf_num(b, key, lo, hi, &d, e)) return false; (field) = (float)d; } while (0)
+    NUM("temperature", 0, 100, sp->temperature);
+    NUM("top_p", 0, 1, sp->top_p);
+    NUM("min_p", 0, 1, sp->min_p);
+    NUM("presence_penalty", -2, 2, sp->presence_penalty);
+    NUM("frequency_penalty", -2, 2, sp->frequency_penalty);
+    NUM("repeat_penalty", 0, 10, sp->repeat_penalty);
+    NUM("repetition_penalty", 0, 10, sp->repeat_penalty);
+#undef NUM
+    if (sp->repeat_penalty == 0) sp->repeat_penalty = 1.0f;   /* 0 means off, as 1 does */
+    n = sp->top_k;
+    if (!jf_int(b, "top_k", 0, INT_MAX, &n, e)) return false;
+    sp->top_k = (int)n;
+    n = sp->penalty_last_n;
+    if (!jf_int(b, "repeat_last_n", -1, INT_MAX, &n, e) || !jf_int(b, "penalty_last_n", -1, INT_MAX, &n, e)) return false;
+    sp->penalty_last_n = (int)n;
+    n = -1;
+    if (!jf_int(b, "seed", LLONG_MIN / 2, LLONG_MAX / 2, &n, e)) return false;
+    sp->seed = n == -1 ? random_seed() : (uint64_t)n;
+    if (!parse_samplers(b, o, e)) return false;
+
+    if (!jf_bool(b, "ignore_eos", &o->jp.ignore_eos, e)) return false;
+    if (!jf_bool(b, "cache_prompt", &o->jp.cache_prompt, e)) return false;
+    n = -1;
+    if (!jf_int(b, "id_slot", -1, s->o.n_parallel - 1, &n, e)) return false;
+    o->jp.id_slot = (int)n;
+    d = 0;
+    if (!jf_num(b, "t_max_predict_ms", 0, 1e12, &d, e) || !jf_num(b, "t_max_prompt_ms", -1, 1e12, &(double){0}, e))
+        return false;
+    o->jp.t_max_predict_ms = d;
+    n = 1;
+    if (!jf_int(b, "n", 1, 1, &n, e)) return api_fail(e, 400, "n", "unsupported_value", "'n' must be 1: hearth returns one choice per request");
+    if (!jf_int(b, "best_of", 1, 1, &n, e)) return api_fail(e, 400, "best_of", "unsupported_value", "'best_of' must be 1");
+    if (!parse_length(s, b, kind, o, e)) return false;
+    if (!parse_stop(b, o, e)) return false;
+    if (!parse_logit_bias(s, b, o, e)) return false;
+    if (!parse_unsupported(b, e)) return false;
+
+    if (!jf_bool(b, "stream", &o->stream, e)) return false;
+    const cJSON *so = jf_get(b, "stream_options");
+    if (so) {
+        if (!cJSON_IsObject(so)) return api_fail(e, 400, "stream_options", "invalid_type", "'stream_options' must be an object");
+        if (!o->stream) return api_fail(e, 400, "stream_options", "invalid_value", "'stream_options' is only allowed with stream: true");
+        bv = false;
+        if (!jf_bool(so, "include_usage", &bv, e)) return api_fail(e, 400, "stream_options.include_usage", "invalid_type",
+                                                                  "'stream_options.include_usage' must be true or false");
+        o->include_usage = bv;
+    }
+
+    switch (kind) {
+    case GEN_CHAT:
+        if (!jf_bool(b, "logprobs", &o->logprobs, e)) return false;
+        n = 0;
+        if (!jf_int(b, "top_logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, &n, e)) return false;
+        if (n > 0 && !o->logprobs)
+            return api_fail(e, 400, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+        o->n_probs = (int)n;
+        break;
+    case GEN_COMPLETION:
+        n = -1;
+        if (!jf_int(b, "logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, &n, e)) return false;
+        o->logprobs = n >= 0;
+        o->n_probs = n > 0 ? (int)n : 0;
+        if (!jf_bool(b, "echo", &o->echo, e)) return false;
+        if (o->echo && o->logprobs)
+            return api_fail(e, 400, "echo", "unsupported_value", "'echo' with 'logprobs' is not supported: prompt logprobs are not computed");
+        break;
+    case GEN_LLAMA:
+        n = 0;
+        if (!jf_int(b, "n_probs", 0, ENGINE_MAX_TOP_LOGPROBS, &n, e)) return false;
+        o->n_probs = (int)n;
+        o->logprobs = n > 0;
+        n = 0;
+        if (!jf_int(b, "n_indent", 0, 1 << 16, &n, e)) return false;
+        o->n_indent = (int)n;
+        if (!jf_bool(b, "return_tokens", &o->return_tokens, e)) return false;
+        const cJSON *rf = jf_get(b, "response_fields");
+        if (rf) {
+            const cJSON *it;
+            if (!cJSON_IsArray(rf)) return api_fail(e, 400, "response_fields", "invalid_type", "'response_fields' must be a list of strings");
+            cJSON_ArrayForEach(it, rf)
+                if (!cJSON_IsString(it)) return api_fail(e, 400, "response_fields", "invalid_type", "'response_fields' must be a list of strings");
+            o->response_fields = rf;
+        }
+        break;
+    }
+    o->jp.logprobs = o->logprobs;
+    o->jp.n_top_logprobs = o->n_probs;
+    return true;
+}

@@ -1,0 +1,154 @@
+/* The HTTP handler: finds the endpoint, then checks in order the method,
+ * the API key, the body size, the server's state and the JSON body, and
+ * answers an OpenAI error object for the first thing wrong. */
+#include "routes.h"
+#include "errors.h"
+#include "utf8.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef void (*route_fn)(server *s, http_req *r, const cJSON *body);
+
+typedef struct route {
+    const char *path;
+    bool prefix;              /* path is a prefix: /v1/models/{id} */
+    const char *methods;      /* "POST", "GET", "GET DELETE" */
+    route_fn fn;
+    const char *name;         /* the endpoint label in metrics and logs */
+    bool open;                /* served without an API key */
+    bool needs_model;         /* 503 while the model loads */
+} route;
+
+static const route routes[] = {
+    { "/v1/chat/completions", false, "POST", route_chat, "chat", false, true },
+    { "/chat/completions", false, "POST", route_chat, "chat", false, true },
+    { "/v1/completions", false, "POST", route_completions, "completions", false, true },
+    { "/completions", false, "POST", route_completions, "completions", false, true },
+    { "/completion", false, "POST", route_completion, "completion", false, true },
+    { "/infill", false, "POST", route_infill, "infill", false, true },
+    { "/tokenize", false, "POST", route_tokenize, "tokenize", false, true },
+    { "/detokenize", false, "POST", route_detokenize, "detokenize", false, true },
+    { "/apply-template", false, "POST", route_apply_template, "apply-template", false, true },
+    { "/v1/models", false, "GET", route_models, "models", false, false },
+    { "/models", false, "GET", route_models, "models", false, false },
+    { "/v1/models/", true, "GET", route_model, "models", false, false },
+    { "/models/", true, "GET", route_model, "models", false, false },
+    { "/health", false, "GET", route_health, "health", true, false },
+    { "/v1/health", false, "GET", route_health, "health", true, false },
+    { "/props", false, "GET", route_props, "props", false, true },
+    { "/slots", false, "GET", route_slots, "slots", false, true },
+    { "/metrics", false, "GET", route_metrics, "metrics", false, true },
+    { "/cache", false, "GET DELETE", route_cache, "cache", false, true },
+};
+
+static const route *find_route(const char *path) {
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        const route *rt = &routes[i];
+        if (rt->prefix ? !strncmp(path, rt->path, strlen(rt->path)) && path[strlen(rt->path)] : !strcmp(path, rt->path))
+            return rt;
+    }
+    return NULL;
+}
+
+static bool method_ok(const route *rt, const char *m) {
+    if (!strcmp(m, "HEAD")) m = "GET";
+    size_t n = strlen(m);
+    for (const char *p = rt->methods; *p;) {
+        size_t k = strcspn(p, " ");
+        if (k == n && !strncmp(p, m, n)) return true;
+        p += k + (p[k] == ' ');
+    }
+    return false;
+}
+
+/* Same time whatever matches: no early exit on the first differing byte. */
+static bool key_equal(const char *given, size_t n, const char *key) {
+    size_t k = strlen(key);
+    unsigned char d = n != k;
+    for (size_t i = 0; i < k; i++) d |= (unsigned char)(key[i] ^ (i < n ? given[i] : 0));
+    return d == 0;
+}
+
+static bool auth_ok(const server *s, const http_req *r) {
+    const char *h = http_header(r, "Authorization"), *key = NULL;
+    if (h && !strncasecmp(h, "Bearer ", 7)) {
+        key = h + 7;
+        while (*key == ' ') key++;
+    } else {
+        key = http_header(r, "X-Api-Key");
+    }
+    if (!key) return false;
+    size_t n = strlen(key);
+    while (n && (key[n - 1] == ' ' || key[n - 1] == '\t')) n--;
+    bool ok = false;
+    for (int i = 0; i < s->o.n_api_keys; i++) ok |= key_equal(key, n, s->o.api_keys[i]);
+    return ok;
+}
+
+void route_request(void *ud, http_req *r) {
+    server *s = ud;
+    const char *m = http_method(r), *path = http_path(r);
+    const route *rt = find_route(path);
+    http_set_route(r, rt ? rt->name : "other");
+    if (!strcmp(m, "OPTIONS")) {   /* CORS preflight */
+        http_add_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+        http_add_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+        http_add_header(r, "Access-Control-Max-Age", "86400");
+        http_respond(r, 204, NULL, "", 0);
+        return;
+    }
+    if (!rt) {
+        respond_error(r, 404, NULL, "not_found", "Not found: %.200s", path);
+        return;
+    }
+    if (!method_ok(rt, m)) {
+        char allow[32];
+        snprintf(allow, sizeof allow, "%s", rt->methods);
+        for (char *p = allow; *p; p++) if (*p == ' ') *p = ',';
+        http_add_header(r, "Allow", allow);
+        respond_error(r, 405, NULL, "method_not_allowed", "%.16s is not allowed on %.200s (use %s)", m, path, rt->methods);
+        return;
+    }
+    if (!rt->open && s->o.n_api_keys > 0 && !auth_ok(s, r)) {
+        http_add_header(r, "WWW-Authenticate", "Bearer");
+        respond_error(r, 401, NULL, "invalid_api_key", "Invalid or missing API key (send Authorization: Bearer KEY)");
+        return;
+    }
+    if (http_body_too_large(r)) {
+        respond_error(r, 413, NULL, "request_too_large", "The request body is larger than %zu bytes", s->o.max_body);
+        return;
+    }
+    if (s->stopping) {
+        respond_error(r, 503, NULL, "shutting_down", "The server is shutting down");
+        return;
+    }
+    if (rt->needs_model && !s->engine) {
+        respond_error(r, 503, NULL, "loading", "Loading model");
+        return;
+    }
+    cJSON *body = NULL;
+    if (!strcmp(m, "POST")) {
+        size_t len;
+        const char *b = http_body(r, &len);
+        if (!utf8_valid(b, len) || memchr(b, 0, len)) {
+            respond_error(r, 400, NULL, "invalid_utf8", "The request body is not valid UTF-8 JSON");
+            return;
+        }
+        const char *end = NULL;
+        body = cJSON_ParseWithOpts(b, &end, true);
+        if (!body) {
+            size_t at = end && end >= b ? (size_t)(end - b) : 0;
+            respond_error(r, 400, NULL, "invalid_json", "The request body is not valid JSON (at byte %zu)", at);
+            return;
+        }
+        if (!cJSON_IsObject(body)) {
+            cJSON_Delete(body);
+            respond_error(r, 400, NULL, "invalid_json", "The request body must be a JSON object");
+            return;
+        }
+    }
+    rt->fn(s, r, body);
+    cJSON_Delete(body);
+}

@@ -1,0 +1,142 @@
+/* Endpoints that describe the server: /v1/models, /health, /props, /slots,
+ * /metrics and the prompt cache (/cache). */
+#include "routes.h"
+#include "errors.h"
+#include "fmt.h"
+#include "gen.h"
+#include "request_json.h"
+#include "../engine/chat_template.h"
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEARTH_VERSION
+#define HEARTH_VERSION "unknown"
+#endif
+
+static cJSON *model_object(const server *s) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->model_id);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)s->created);
+    cJSON_AddStringToObject(m, "owned_by", "hearth");
+    if (s->model) {
+        cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+        cJSON_AddStringToObject(meta, "name", s->model->name ? s->model->name : "");
+        cJSON_AddStringToObject(meta, "architecture", model_arch_name(s->model->p.arch));
+        cJSON_AddNumberToObject(meta, "n_vocab", s->model->p.n_vocab);
+        cJSON_AddNumberToObject(meta, "n_ctx_train", s->model->p.n_ctx_train);
+        cJSON_AddNumberToObject(meta, "n_embd", s->model->p.n_embd);
+        cJSON_AddNumberToObject(meta, "size", (double)s->model->weight_bytes);
+    }
+    return m;
+}
+
+void route_models(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_object(s));
+    respond_json(r, 200, o);
+}
+
+void route_model(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    const char *id = http_path(r) + strlen(strncmp(http_path(r), "/v1/", 4) ? "/models/" : "/v1/models/");
+    if (!model_name_matches(s, id)) {
+        respond_error(r, 404, "model", "model_not_found", "The model '%.200s' does not exist", id);
+        return;
+    }
+    respond_json(r, 200, model_object(s));
+}
+
+void route_health(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    if (!s->engine) {
+        respond_error(r, 503, NULL, "loading", "Loading model");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    respond_json(r, 200, o);
+}
+
+void route_props(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    gen_opts d;
+    gen_opts_init(&d);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "default_generation_settings", fmt_settings(s, &d));
+    cJSON_AddNumberToObject(o, "total_slots", s->o.n_parallel);
+    cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
+    cJSON_AddStringToObject(o, "model_path", s->o.model_path ? s->o.model_path : "");
+    cJSON_AddStringToObject(o, "model_alias", s->model_id);
+    cJSON_AddStringToObject(o, "chat_template", chat_template_name(s->tpl));
+    cJSON_AddStringToObject(o, "build_info", "hearth " HEARTH_VERSION);
+    cJSON *mod = cJSON_AddObjectToObject(o, "modalities");
+    cJSON_AddBoolToObject(mod, "vision", false);
+    cJSON_AddBoolToObject(mod, "audio", false);
+    respond_json(r, 200, o);
+}
+
+void route_slots(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    int n = s->o.n_parallel;
+    slot_info *si = calloc((size_t)n, sizeof *si);
+    if (!si) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
+    n = engine_slots(s->engine, si, n);
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n && i < s->o.n_parallel; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", si[i].id);
+        cJSON_AddNumberToObject(o, "id_task", si[i].busy ? (double)si[i].job_id : -1);
+        cJSON_AddNumberToObject(o, "n_ctx", si[i].n_ctx);
+        cJSON_AddBoolToObject(o, "is_processing", si[i].busy);
+        cJSON_AddStringToObject(o, "state", !si[i].busy ? "idle" : si[i].prefilling ? "prefill" : "generate");
+        cJSON_AddNumberToObject(o, "n_past", si[i].n_past);
+        cJSON_AddNumberToObject(o, "n_prompt_tokens", si[i].n_prompt);
+        cJSON_AddNumberToObject(o, "n_decoded", si[i].n_generated);
+        cJSON_AddItemToArray(a, o);
+    }
+    free(si);
+    respond_json(r, 200, a);
+}
+
+void route_metrics(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    engine_stats es;
+    prompt_cache_stats pc;
+    engine_get_stats(s->engine, &es);
+    bool have_pc = engine_cache_stats(s->engine, &pc) == 0;
+    char *text = metrics_render(&s->metrics, &es, have_pc ? &pc : NULL, http_active(s->http));
+    if (!text) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
+    http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
+    free(text);
+}
+
+void route_cache(server *s, http_req *r, const cJSON *body) {
+    (void)body;
+    prompt_cache_stats pc;
+    bool on = engine_cache_stats(s->engine, &pc) == 0;
+    if (!strcmp(http_method(r), "DELETE")) {
+        if (!on) { respond_error(r, 400, NULL, "cache_off", "the prompt cache is off"); return; }
+        engine_cache_clear(s->engine);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "cleared", true);
+        respond_json(r, 200, o);
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "enabled", on);
+    if (on) {
+        cJSON_AddNumberToObject(o, "entries", (double)pc.entries);
+        cJSON_AddNumberToObject(o, "bytes", (double)pc.bytes);
+        cJSON_AddNumberToObject(o, "max_bytes", (double)pc.max_bytes);
+        cJSON_AddNumberToObject(o, "hits", (double)pc.hits);
+        cJSON_AddNumberToObject(o, "misses", (double)pc.misses);
+        cJSON_AddNumberToObject(o, "evictions", (double)pc.evictions);
+        cJSON_AddNumberToObject(o, "tokens_restored", (double)pc.tokens_restored);
+        cJSON_AddNumberToObject(o, "blocks_stored", (double)pc.blocks_stored);
+        cJSON_AddNumberToObject(o, "blocks_dropped", (double)pc.blocks_dropped);
+    }
+    respond_json(r, 200, o);
+}

@@ -1,0 +1,75 @@
+/* POST /v1/chat/completions and POST /v1/completions. */
+#include "routes.h"
+#include "fmt.h"
+#include "gen.h"
+#include "prompt.h"
+#include "request_json.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Parse, check, and hand the prompt to a new generation. */
+static void start(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o,
+                  int32_t *ids, int n, char *echo) {
+    gen *g = gen_create(s, r, kind, fmt, o);
+    if (g) {
+        g->echo = echo;
+        echo = NULL;
+        gen_submit(g, ids, n);
+    }
+    free(echo);
+    free(ids);
+}
+
+void route_chat(server *s, http_req *r, const cJSON *body) {
+    api_error e;
+    gen_opts o;
+    gen_opts_init(&o);
+    int32_t *ids = NULL;
+    char *text = NULL;
+    int n = -1;
+    if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_CHAT, &o, &e)) goto fail;
+    if (!(text = prompt_render_chat(s, cJSON_GetObjectItemCaseSensitive(body, "messages"), &e))) goto fail;
+    n = prompt_text_may_fit(s, strlen(text), "messages", &e) ? prompt_tokenize(s, text, strlen(text), true, true, &ids, &e) : -1;
+    free(text);
+    if (n < 0 || !prompt_fits(s, n, "messages", &e)) goto fail;
+    start(s, r, GEN_CHAT, &fmt_chat, &o, ids, n, NULL);
+    return;
+fail:
+    free(ids);
+    gen_opts_free(&o);
+    api_error_respond(r, &e);
+}
+
+void route_completions(server *s, http_req *r, const cJSON *body) {
+    api_error e;
+    gen_opts o;
+    gen_opts_init(&o);
+    int32_t *ids = NULL;
+    char *echo = NULL;
+    int n = -1;
+    const char *suffix = NULL;
+    if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_COMPLETION, &o, &e) ||
+        !jf_str(body, "suffix", &suffix, &e))
+        goto fail;
+    if (suffix && *suffix) {   /* fill in the middle: the prompt is the text before */
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+        if (p && !cJSON_IsString(p)) {
+            api_fail(&e, 400, "prompt", "invalid_type", "with 'suffix', 'prompt' must be a string");
+            goto fail;
+        }
+        fim_input in = { .prefix = p ? p->valuestring : "", .suffix = suffix, .param = "suffix" };
+        bool cut;
+        n = prompt_fim(s, &in, &ids, &cut, &e);
+        if (n >= 0 && o.echo && !(echo = strdup(in.prefix))) { api_fail(&e, 500, NULL, NULL, "out of memory"); goto fail; }
+    } else {
+        n = prompt_from_field(s, cJSON_GetObjectItemCaseSensitive(body, "prompt"), true, &ids, o.echo ? &echo : NULL, &e);
+    }
+    if (n < 0 || !prompt_fits(s, n, "prompt", &e)) goto fail;
+    start(s, r, GEN_COMPLETION, &fmt_completion, &o, ids, n, echo);
+    return;
+fail:
+    free(ids);
+    free(echo);
+    gen_opts_free(&o);
+    api_error_respond(r, &e);
+}

@@ -1,0 +1,65 @@
+/* The state `hearth serve` shares between its parts: options, the model and
+ * engine, the loop, the queue of engine events, metrics. Everything here is
+ * touched from the loop thread only, except the event queue (see gen.c). */
+#ifndef HEARTH_SERVER_H
+#define HEARTH_SERVER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+#include "../engine/engine.h"
+#include "http.h"
+#include "metrics.h"
+
+typedef struct server_opts {
+    const char *model_path;   /* NULL: the demo model */
+    const char *host;
+    int port;
+    int n_parallel, n_ctx, n_batch, n_threads, queue_max;
+    const char *alias;
+    const char *cors_origin;
+    const char *chat_template;
+    bool log_json;
+    const char *prompt_cache;            /* path, "off", or NULL for the default place */
+    uint64_t prompt_cache_bytes;
+    size_t max_body;
+    double keepalive_s;                  /* SSE comment after this much silence */
+    char **api_keys;
+    int n_api_keys;
+} server_opts;
+
+typedef struct gen gen;
+struct ev_node;
+
+typedef struct server {
+    server_opts o;
+    uv_loop_t *loop;
+    http_server *http;
+    model *model;             /* NULL while loading */
+    engine *engine;           /* NULL while loading */
+    int n_ctx;                /* per slot, after clamping to the model */
+    int tpl;                  /* chat template id */
+    char *model_id;           /* the name /v1/models reports */
+    char *model_file;         /* the file's base name */
+    long created;             /* start time, for /v1/models */
+    metrics metrics;
+    bool stopping;
+
+    /* engine events -> loop (filled on the engine thread) */
+    pthread_mutex_t ev_mu;
+    struct ev_node *ev_head, *ev_tail;
+    uv_async_t ev_async;
+
+    gen *gens;                /* live generations */
+    uv_timer_t keepalive;
+    uint64_t next_id;
+} server;
+
+/* router.c: the HTTP handler */
+void route_request(void *ud, http_req *r);
+
+/* Milliseconds on the monotonic clock. */
+double srv_now_ms(void);
+
+#endif

@@ -1,0 +1,68 @@
+/* UTF-8 checks (see utf8.h). */
+#include "utf8.h"
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+/* Length of the well-formed sequence at s[0..n), or 0 if it is not one. */
+static size_t seq_len(const unsigned char *s, size_t n) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;   /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;         /* overlong */
+        if (c == 0xED) hi = 0x9F;         /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;         /* overlong */
+        if (c == 0xF4) hi = 0x8F;         /* past U+10FFFF */
+    } else return 0;
+    if (n < len || s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return len;
+}
+
+bool utf8_valid(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        size_t k = seq_len(p + i, n - i);
+        if (!k) return false;
+        i += k;
+    }
+    return true;
+}
+
+char *utf8_sanitize(const char *s, size_t n, size_t *out_len) {
+    const unsigned char *p = (const unsigned char *)s;
+    char *out = malloc(n * 3 + 1);   /* each bad byte may become 3 */
+    if (!out) return NULL;
+    size_t i = 0, o = 0;
+    while (i < n) {
+        size_t k = p[i] ? seq_len(p + i, n - i) : 0;
+        if (k) {
+            memcpy(out + o, p + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = 0;
+    if (out_len) *out_len = o;
+    return out;
+}
+
+cJSON *utf8_json_string(const char *s, size_t n) {
+    char *t = utf8_sanitize(s, n, NULL);
+    if (!t) return NULL;
+    cJSON *j = cJSON_CreateString(t);
+    free(t);
+    return j;
+}

@@ -1,0 +1,18 @@
+/* UTF-8 checks for request bodies and for generated text on its way into JSON. */
+#ifndef HEARTH_UTF8_H
+#define HEARTH_UTF8_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Well-formed UTF-8 (RFC 3629: no overlongs, surrogates or values past U+10FFFF). */
+bool utf8_valid(const char *s, size_t n);
+/* A malloc'd, NUL-terminated copy with each ill-formed sequence and NUL
+ * byte replaced by U+FFFD, so it can go into JSON; NULL without memory. */
+char *utf8_sanitize(const char *s, size_t n, size_t *out_len);
+
+/* A cJSON string of the sanitized text; NULL without memory. */
+struct cJSON;
+struct cJSON *utf8_json_string(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,788 @@
+// Tests of `hearth serve` against real server processes (127.0.0.1, ephemeral
+// ports): curl for every endpoint, the official `openai` npm client for chat
+// and completions, llama.vim's /infill requests, disconnects, auth, bad
+// input, shutdown. Prints one line per test and "N passed, N failed".
+// Usage: node server_test.mjs [name-filter]
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+
+const BIN = process.env.HEARTH_BIN;
+const SHARED = process.env.HEARTH_SHARED;
+if (!BIN || !SHARED) { console.error('HEARTH_BIN and HEARTH_SHARED must be set'); process.exit(1); }
+const STORIES = path.join(SHARED, 'models', 'stories260K.gguf');
+const QWEN3 = path.join(SHARED, 'fixtures', 'qwen3-tiny-Q4_K_M.gguf');
+const REFERENCE = JSON.parse(readFileSync(path.join(SHARED, 'fixtures', 'reference.json'), 'utf8'));
+const FILTER = process.argv[2] || '';
+const TMP = mkdtempSync(path.join(tmpdir(), 'hearth-server-test-'));
+
+let OpenAI = null;
+if (process.env.HEARTH_NO_OPENAI !== '1') {
+  try { OpenAI = (await import('openai')).default; } catch { OpenAI = null; }
+}
+
+// ---- small helpers ---------------------------------------------------------
+class AssertionError extends Error {}
+function assert(cond, msg) { if (!cond) throw new AssertionError(msg); }
+function eq(a, b, msg) {
+  const ja = JSON.stringify(a), jb = JSON.stringify(b);
+  if (ja !== jb) throw new AssertionError(`${msg}: got ${ja.slice(0, 300)}, want ${jb.slice(0, 300)}`);
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new AssertionError(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+// ---- servers -----------------------------------------------------------------
+const servers = new Set();
+process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); rmSync(TMP, { recursive: true, force: true }); });
+
+async function startServer(extra = [], model = STORIES, env = {}) {
+  const args = ['serve', ...(model ? ['-m', model] : []), '--port', '0', '-t', '1', ...extra];
+  if (!extra.includes('--prompt-cache')) args.push('--prompt-cache', 'off');
+  const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+  const s = { proc, err: '', exited: null };
+  s.exitP = new Promise((res) => proc.on('exit', (code, sig) => { s.exited = { code, sig }; servers.delete(s); res(s.exited); }));
+  proc.stderr.on('data', (d) => { s.err += d; });
+  servers.add(s);
+  s.port = await waitFor(() => {
+    if (s.exited) throw new AssertionError(`server exited early: ${s.err}`);
+    const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    return m && Number(m[1]);
+  }, 20000, 'the listening line');
+  s.base = `http://127.0.0.1:${s.port}`;
+  await waitFor(async () => {
+    if (s.exited) throw new AssertionError(`server exited: ${s.err}`);
+    const r = await curl(s, ['/health']);
+    return r.status === 200;
+  }, 120000, 'GET /health 200');
+  // a clean stop: SIGINT, exit status 0 (and no leak report under ASan)
+  s.stop = async () => {
+    if (s.exited) return s.exited;
+    proc.kill('SIGINT');
+    const t = setTimeout(() => proc.kill('SIGKILL'), 30000);
+    const e = await s.exitP;
+    clearTimeout(t);
+    return e;
+  };
+  return s;
+}
+
+async function stopClean(s) {
+  const e = await s.stop();
+  assert(e.code === 0, `server exit ${JSON.stringify(e)}; stderr tail:\n${s.err.slice(-1500)}`);
+}
+
+// ---- curl --------------------------------------------------------------------------
+// curl(server, [path or url, ...curl args]) -> {status, headers, body}
+function curl(s, args, input) {
+  const url = args[0].startsWith('http') ? args[0] : s.base + args[0];
+  const argv = ['-sS', '-i', '--max-time', '120', url, ...args.slice(1)];
+  if (input !== undefined) argv.push('--data-binary', '@-');
+  return new Promise((resolve, reject) => {
+    const p = spawn('curl', argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const out = [];
+    let err = '';
+    p.stdout.on('data', (d) => out.push(d));
+    p.stderr.on('data', (d) => { err += d; });
+    p.on('error', reject);
+    p.on('exit', (code) => {
+      let raw = Buffer.concat(out).toString('latin1');
+      let status = 0, headers = {};
+      for (;;) {   // skip "100 Continue" blocks
+        const end = raw.indexOf('\r\n\r\n');
+        if (!raw.startsWith('HTTP/') || end < 0) break;
+        const lines = raw.slice(0, end).split('\r\n');
+        status = Number(lines[0].split(' ')[1]);
+        headers = {};
+        for (const l of lines.slice(1)) {
+          const i = l.indexOf(':');
+          headers[l.slice(0, i).toLowerCase()] = l.slice(i + 1).trim();
+        }
+        raw = raw.slice(end + 4);
+        if (status !== 100) break;
+      }
+      resolve({ status, headers, body: Buffer.from(raw, 'latin1').toString('utf8'), code, err });
+    });
+    if (input !== undefined) p.stdin.end(input); else p.stdin.end();
+  });
+}
+async function post(s, p, body, extra = []) {
+  const r = await curl(s, [p, '-H', 'Content-Type: application/json', ...extra],
+    typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body));
+  try { r.json = JSON.parse(r.body); } catch { r.json = null; }
+  return r;
+}
+async function get(s, p, extra = []) {
+  const r = await curl(s, [p, ...extra]);
+  try { r.json = JSON.parse(r.body); } catch { r.json = null; }
+  return r;
+}
+// SSE body -> [{data}|{comment}]
+function sse(body) {
+  const evs = [];
+  for (const block of body.split('\n\n')) {
+    if (!block.trim()) continue;
+    for (const line of block.split('\n')) {
+      if (line.startsWith(':')) evs.push({ comment: line.slice(1).trim() });
+      else if (line.startsWith('data: ')) evs.push({ data: line.slice(6) });
+      else throw new AssertionError(`not an SSE line: ${JSON.stringify(line)}`);
+    }
+  }
+  return evs;
+}
+function dataJson(evs) { return evs.filter((e) => e.data && e.data !== '[DONE]').map((e) => JSON.parse(e.data)); }
+
+function assertError(r, status, param, msg) {
+  eq(r.status, status, `${msg}: status (body ${r.body.slice(0, 200)})`);
+  assert(r.json && r.json.error, `${msg}: no error object in ${r.body.slice(0, 200)}`);
+  const e = r.json.error;
+  for (const k of ['message', 'type', 'param', 'code']) assert(k in e, `${msg}: error.${k} missing`);
+  assert(typeof e.message === 'string' && e.message.length > 0, `${msg}: empty message`);
+  if (param !== undefined) eq(e.param, param, `${msg}: error.param`);
+}
+
+// A raw HTTP/1.1 request on its own socket, for disconnect tests.
+function rawRequest(port, method, p, body) {
+  const sock = net.connect(port, '127.0.0.1');
+  const payload = body === undefined ? '' : JSON.stringify(body);
+  const st = { sock, data: '', closed: false };
+  sock.on('data', (d) => { st.data += d.toString('utf8'); });
+  sock.on('close', () => { st.closed = true; });
+  sock.on('error', () => {});
+  sock.write(`${method} ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+  return st;
+}
+
+async function slots(s) { return (await get(s, '/slots')).json; }
+async function metric(s, name) {
+  const r = await get(s, '/metrics');
+  const m = r.body.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+
+// ---- the test list -----------------------------------------------------------
+const tests = [];
+function test(name, fn) { tests.push({ name, fn }); }
+
+// One server on stories260K for most tests; others start their own.
+let S = null;
+async function stories() {
+  if (!S || S.exited) S = await startServer(['-np', '2', '-c', '512', '--sse-keepalive', '0']);
+  return S;
+}
+
+test('health, models, props, slots', async () => {
+  const s = await stories();
+  const h = await get(s, '/health');
+  eq(h.status, 200, 'health'); eq(h.json, { status: 'ok' }, 'health body');
+  const m = await get(s, '/v1/models');
+  eq(m.status, 200, 'models'); eq(m.json.object, 'list', 'object');
+  eq(m.json.data.map((d) => d.id), ['stories260K'], 'ids');
+  eq((await get(s, '/models')).status, 200, '/models alias');
+  eq((await get(s, '/v1/models/stories260K')).json.id, 'stories260K', 'model by id');
+  assertError(await get(s, '/v1/models/nope'), 404, 'model', 'unknown model id');
+  const p = await get(s, '/props');
+  eq(p.json.total_slots, 2, 'total_slots'); eq(p.json.n_ctx, 512, 'n_ctx');
+  eq(p.json.chat_template, 'chatml', 'fallback template');
+  const sl = await slots(s);
+  eq(sl.length, 2, 'slots'); eq(sl.map((x) => x.is_processing), [false, false], 'idle');
+  eq(sl[0].n_ctx, 512, 'slot n_ctx');
+});
+
+test('routes: 404, 405, OPTIONS, HEAD', async () => {
+  const s = await stories();
+  assertError(await get(s, '/v1/nothing'), 404, null, '404');
+  const r = await get(s, '/v1/chat/completions');
+  assertError(r, 405, null, '405');
+  eq(r.headers.allow, 'POST', 'Allow header');
+  assertError(await post(s, '/health', {}), 405, null, 'POST /health');
+  const o = await curl(s, ['/v1/chat/completions', '-X', 'OPTIONS']);
+  eq(o.status, 204, 'preflight');
+  eq((await curl(s, ['/health', '-I'])).status, 200, 'HEAD');
+});
+
+test('bad bodies: JSON, UTF-8, types, 413', async () => {
+  const s = await stories();
+  assertError(await post(s, '/v1/chat/completions', '{"messages": ['), 400, null, 'truncated JSON');
+  assertError(await post(s, '/v1/chat/completions', '[1,2]'), 400, null, 'not an object');
+  assertError(await post(s, '/v1/chat/completions', ''), 400, null, 'empty body');
+  assertError(await post(s, '/v1/chat/completions', '{"a":1} x'), 400, null, 'trailing garbage');
+  const bad = Buffer.concat([Buffer.from('{"messages":[{"role":"user","content":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}]}')]);
+  assertError(await post(s, '/v1/chat/completions', bad), 400, null, 'invalid UTF-8');
+  const overlong = Buffer.concat([Buffer.from('{"prompt":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]);
+  assertError(await post(s, '/completion', overlong), 400, null, 'overlong UTF-8');
+  const msg = [{ role: 'user', content: 'hi' }];
+  const cases = [
+    [{ messages: msg, temperature: 'hot' }, 'temperature'],
+    [{ messages: msg, temperature: -1 }, 'temperature'],
+    [{ messages: msg, top_p: 2 }, 'top_p'],
+    [{ messages: msg, max_tokens: 1.5 }, 'max_tokens'],
+    [{ messages: msg, max_tokens: 0 }, 'max_tokens'],
+    [{ messages: msg, max_tokens: 1000000000 }, 'max_tokens'],
+    [{ messages: msg, max_completion_tokens: 100000 }, 'max_completion_tokens'],
+    [{ messages: msg, n: 2 }, 'n'],
+    [{ messages: msg, stop: [1, 2] }, 'stop'],
+    [{ messages: msg, stop: Array(17).fill('x') }, 'stop'],
+    [{ messages: msg, seed: 'x' }, 'seed'],
+    [{ messages: msg, stream: 'yes' }, 'stream'],
+    [{ messages: msg, stream_options: { include_usage: true } }, 'stream_options'],
+    [{ messages: msg, logprobs: 1 }, 'logprobs'],
+    [{ messages: msg, top_logprobs: 3 }, 'top_logprobs'],
+    [{ messages: msg, logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
+    [{ messages: msg, logit_bias: { 99999: 1 } }, 'logit_bias'],
+    [{ messages: msg, logit_bias: { 5: 'x' } }, 'logit_bias'],
+    [{ messages: msg, tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools'],
+    [{ messages: msg, response_format: { type: 'json_object' } }, 'response_format'],
+    [{ messages: msg, model: 42 }, 'model'],
+    [{ messages: 'hi' }, 'messages'],
+    [{ messages: [] }, 'messages'],
+    [{}, 'messages'],
+    [{ messages: [{ role: 'wizard', content: 'x' }] }, 'messages[0].role'],
+    [{ messages: [{ role: 'user', content: 5 }] }, 'messages[0].content'],
+    [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0]'],
+  ];
+  for (const [body, param] of cases) assertError(await post(s, '/v1/chat/completions', body), 400, param, JSON.stringify(body).slice(0, 80));
+  assertError(await post(s, '/v1/completions', { prompt: [[1, 2], [3, 4]] }), 400, 'prompt', 'batch prompt');
+  assertError(await post(s, '/v1/completions', { prompt: [1, 99999] }), 400, 'prompt', 'token out of range');
+  assertError(await post(s, '/v1/completions', { prompt: 'x', echo: true, logprobs: 1 }), 400, 'echo', 'echo+logprobs');
+  assertError(await post(s, '/completion', { prompt: 'x', n_probs: 'a' }), 400, 'n_probs', 'n_probs type');
+  assertError(await post(s, '/completion', { prompt: 'x', samplers: ['top_k', 'warp_drive'] }), 400, 'samplers', 'samplers');
+  assertError(await post(s, '/completion', { prompt: 'x', mirostat: 2 }), 400, 'mirostat', 'mirostat');
+  assertError(await post(s, '/completion', { prompt: 'x', id_slot: 7 }), 400, 'id_slot', 'id_slot');
+  assertError(await post(s, '/completion', {}), 400, 'prompt', 'no prompt');
+  assertError(await post(s, '/tokenize', { content: 5 }), 400, 'content', 'tokenize content');
+  assertError(await post(s, '/detokenize', { tokens: [1, -1] }), 400, 'tokens', 'detokenize range');
+  // unknown fields are ignored
+  const ok = await post(s, '/v1/chat/completions', { messages: msg, max_tokens: 2, frobnicate: { x: 1 }, user: 'u' });
+  eq(ok.status, 200, 'unknown fields ignored');
+  // 50 MB: with "Expect: 100-continue" (curl's default) and without
+  const big = path.join(TMP, 'big.json');
+  writeFileSync(big, '{"prompt":"' + 'a'.repeat(50 << 20) + '"}');
+  const r1 = await curl(s, ['/completion', '-H', 'Content-Type: application/json', '--data-binary', '@' + big]);
+  r1.json = JSON.parse(r1.body);
+  assertError(r1, 413, null, '50 MB with Expect');
+  const r2 = await curl(s, ['/completion', '-H', 'Content-Type: application/json', '-H', 'Expect:', '--data-binary', '@' + big]);
+  r2.json = JSON.parse(r2.body);
+  assertError(r2, 413, null, '50 MB without Expect');
+  const r3 = await fetch(s.base + '/completion', { method: 'POST', body: readFileSync(big) });
+  eq(r3.status, 413, 'fetch 50 MB');
+  assert((await r3.json()).error.message, '413 body');
+  rmSync(big);
+  eq((await get(s, '/health')).status, 200, 'still serving');
+});
+
+test('prompt over the context: 400, never truncated', async () => {
+  const s = await stories();
+  const ids = Array.from({ length: 600 }, (_, i) => 10 + (i % 400));
+  const r = await post(s, '/completion', { prompt: ids, n_predict: 4 });
+  assertError(r, 400, 'prompt', 'token prompt over 512');
+  eq(r.json.error.code, 'context_length_exceeded', 'code');
+  const r2 = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'once upon a time '.repeat(200) }], max_tokens: 4 });
+  assertError(r2, 400, 'messages', 'chat over 512');
+  const huge = await post(s, '/v1/completions', { prompt: 'a'.repeat(3 << 20), max_tokens: 1 });
+  assertError(huge, 400, 'prompt', 'megabytes of prompt');
+  eq(huge.json.error.code, 'context_length_exceeded', 'code');
+  // 512 ids leave no room to generate in a 512-token slot; 511 leave one
+  assertError(await post(s, '/v1/completions', { prompt: ids.slice(0, 512), max_tokens: 4 }), 400, 'prompt', '512 tokens');
+  const r4 = await post(s, '/v1/completions', { prompt: ids.slice(0, 511), max_tokens: 4 });
+  eq(r4.status, 200, '511 tokens fit');
+  eq(r4.json.choices[0].finish_reason, 'length', 'cut by the context');
+  eq(r4.json.usage.completion_tokens, 1, 'one token of room');
+});
+
+test('/completion greedy reproduces the reference', async () => {
+  const s = await stories();
+  for (const c of REFERENCE.filter((x) => x.model === 'stories260K.gguf' && x.prompt)) {
+    const r = await post(s, '/completion', { prompt: c.prompt, n_predict: c.tokens.length, temperature: 0, return_tokens: true });
+    eq(r.status, 200, 'status');
+    eq(r.json.tokens, c.tokens, `tokens for ${c.prompt}`);
+    eq(r.json.content, c.text, 'text');
+    eq(r.json.tokens_evaluated, c.prompt_tokens.length, 'prompt tokens');
+    eq(r.json.stop_type, 'limit', 'stop_type');
+    eq(r.json.stop, true, 'stop');
+    // streamed: the same text in pieces, a final event with stop, no [DONE]
+    const st = await post(s, '/completion', { prompt: c.prompt, n_predict: c.tokens.length, temperature: 0, stream: true });
+    eq(st.headers['content-type'], 'text/event-stream', 'content type');
+    const evs = sse(st.body);
+    assert(!evs.some((e) => e.data === '[DONE]'), 'llama.cpp streams end without [DONE]');
+    const js = dataJson(evs);
+    eq(js.map((j) => j.content).join(''), c.text, 'streamed text');
+    assert(js.slice(0, -1).every((j) => j.stop === false), 'stop false until the end');
+    eq(js[js.length - 1].stop, true, 'last event');
+    eq(js[js.length - 1].tokens_predicted, c.tokens.length, 'tokens_predicted');
+  }
+  // token ids as the prompt give the same
+  const c = REFERENCE.find((x) => x.model === 'stories260K.gguf' && x.prompt);
+  const r = await post(s, '/completion', { prompt: c.prompt_tokens, n_predict: 8, temperature: 0, return_tokens: true });
+  eq(r.json.tokens, c.tokens.slice(0, 8), 'ids prompt');
+});
+
+test('stop strings across token boundaries', async () => {
+  const s = await stories();
+  const c = REFERENCE.find((x) => x.model === 'stories260K.gguf' && x.prompt === 'Once upon a time');
+  const pieces = (await post(s, '/tokenize', { content: c.text, with_pieces: true })).json.tokens.map((t) => t.piece);
+  // a stop string made of the end of one piece and the start of the next
+  let k = pieces.findIndex((p, i) => i > 3 && p.length >= 3 && pieces[i + 1] && pieces[i + 1].length >= 3);
+  const stop = pieces[k].slice(-2) + pieces[k + 1].slice(0, 2);
+  const at = c.text.indexOf(stop);
+  assert(at > 0, 'stop string is in the reference text');
+  for (const stream of [false, true]) {
+    const r = await post(s, '/completion', { prompt: c.prompt, n_predict: 64, temperature: 0, stop: ['zzzz', stop], stream });
+    const text = stream ? dataJson(sse(r.body)).map((j) => j.content).join('') : r.json.content;
+    const last = stream ? dataJson(sse(r.body)).pop() : r.json;
+    eq(text, c.text.slice(0, at), `text before the stop string (stream ${stream})`);
+    eq(last.stop_type, 'word', 'stop_type');
+    eq(last.stopping_word, stop, 'stopping_word');
+  }
+  const oa = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 0 });
+  const full = oa.json.choices[0].message.content;
+  const cut = full.slice(5, 9);
+  const ob = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 30, temperature: 0, stop: cut });
+  eq(ob.json.choices[0].message.content, full.slice(0, full.indexOf(cut)), 'chat stop');
+  eq(ob.json.choices[0].finish_reason, 'stop', 'finish_reason stop');
+});
+
+test('chat via curl: whole and streamed, usage', async () => {
+  const s = await stories();
+  const body = { model: 'stories260K', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'text', text: 'Tell ' }, { type: 'text', text: 'a story' }] }], max_tokens: 12, temperature: 0 };
+  const r = await post(s, '/v1/chat/completions', body);
+  eq(r.status, 200, 'status');
+  const j = r.json;
+  eq(j.object, 'chat.completion', 'object');
+  assert(/^chatcmpl-/.test(j.id), 'id');
+  eq(j.choices[0].message.role, 'assistant', 'role');
+  eq(j.choices[0].finish_reason, 'length', 'finish_reason');
+  eq(j.usage.completion_tokens, 12, 'completion_tokens');
+  eq(j.usage.total_tokens, j.usage.prompt_tokens + 12, 'total');
+  assert(typeof j.usage.prompt_tokens_details.cached_tokens === 'number', 'cached_tokens');
+  const st = await post(s, '/v1/chat/completions', { ...body, stream: true, stream_options: { include_usage: true } });
+  const evs = sse(st.body);
+  eq(evs[evs.length - 1].data, '[DONE]', '[DONE] last');
+  const chunks = dataJson(evs);
+  const ids = new Set(chunks.map((c) => c.id));
+  eq(ids.size, 1, 'one id in every chunk');
+  eq(chunks[0].choices[0].delta.role, 'assistant', 'role in the first delta');
+  const usage = chunks[chunks.length - 1];
+  eq(usage.choices, [], 'usage chunk has no choices');
+  eq(usage.usage.completion_tokens, 12, 'usage chunk');
+  const fin = chunks[chunks.length - 2];
+  eq(fin.choices[0].finish_reason, 'length', 'finish in the last choice chunk');
+  assert(chunks.slice(0, -2).every((c) => c.choices[0].finish_reason === null && c.usage === null), 'null until the end');
+  eq(chunks.map((c) => (c.choices[0] && c.choices[0].delta.content) || '').join(''), j.choices[0].message.content, 'same text');
+  // the second identical request reuses the resident prompt
+  const again = await post(s, '/v1/chat/completions', body);
+  assert(again.json.usage.prompt_tokens_details.cached_tokens > 0, 'cached tokens on a repeat');
+});
+
+test('logprobs: chat and completions', async () => {
+  const s = await stories();
+  const r = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'a' }], max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3 });
+  const lp = r.json.choices[0].logprobs.content;
+  eq(lp.length, 6, 'one entry per token');
+  for (const e of lp) {
+    eq(e.top_logprobs.length, 3, 'top 3');
+    assert(e.logprob <= 0, 'logprob <= 0');
+    assert(e.top_logprobs[0].logprob >= e.top_logprobs[1].logprob && e.top_logprobs[1].logprob >= e.top_logprobs[2].logprob, 'sorted');
+    eq(e.token, e.top_logprobs[0].token, 'greedy picks the top token');
+    assert(Math.abs(e.logprob - e.top_logprobs[0].logprob) < 1e-5, 'same logprob');
+    eq(Buffer.from(e.bytes).toString('utf8'), e.token, 'bytes');
+  }
+  const st = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'a' }], max_tokens: 6, temperature: 0, logprobs: true, stream: true });
+  const per = dataJson(sse(st.body)).filter((c) => c.choices[0] && c.choices[0].logprobs).flatMap((c) => c.choices[0].logprobs.content);
+  eq(per.map((e) => e.token), lp.map((e) => e.token), 'streamed logprobs');
+  const c = await post(s, '/v1/completions', { prompt: 'Once upon', max_tokens: 5, temperature: 0, logprobs: 2 });
+  const l = c.json.choices[0].logprobs;
+  eq(l.tokens.length, 5, 'tokens'); eq(l.token_logprobs.length, 5, 'token_logprobs');
+  eq(Object.keys(l.top_logprobs[0]).length <= 2, true, 'top 2');
+  eq(l.text_offset[0], 0, 'offset');
+  eq(l.tokens.join(''), c.json.choices[0].text, 'tokens spell the text');
+  const n = await post(s, '/completion', { prompt: 'Once upon', n_predict: 3, temperature: 0, n_probs: 2 });
+  eq(n.json.completion_probabilities.length, 3, 'completion_probabilities');
+  eq(n.json.completion_probabilities[0].top_logprobs.length, 2, 'n_probs');
+});
+
+test('completions: echo, ids, seeds, logit_bias', async () => {
+  const s = await stories();
+  const r = await post(s, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 8, temperature: 0, echo: true });
+  const t = r.json.choices[0].text;
+  assert(t.startsWith('Once upon a time'), 'echo');
+  eq(r.json.object, 'text_completion', 'object');
+  const a = await post(s, '/v1/completions', { prompt: 'Lily', max_tokens: 16, temperature: 1, seed: 7 });
+  const b = await post(s, '/v1/completions', { prompt: 'Lily', max_tokens: 16, temperature: 1, seed: 7, stream: true });
+  eq(dataJson(sse(b.body)).map((c) => c.choices[0] ? c.choices[0].text : '').join(''), a.json.choices[0].text, 'same seed: same text, whole or streamed');
+  // banning the greedy first token changes it
+  const g = await post(s, '/completion', { prompt: 'Once upon a time', n_predict: 1, temperature: 0, return_tokens: true });
+  const first = g.json.tokens[0];
+  const ban = await post(s, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 1, temperature: 0, logit_bias: { [first]: -100 }, logprobs: 0 });
+  assert(ban.json.choices[0].logprobs.tokens[0] !== g.json.content, 'logit_bias bans the token');
+  const ban2 = await post(s, '/completion', { prompt: 'Once upon a time', n_predict: 1, temperature: 0, logit_bias: [[first, false]], return_tokens: true });
+  assert(ban2.json.tokens[0] !== first, 'llama.cpp logit_bias form');
+});
+
+test('tokenize, detokenize, apply-template', async () => {
+  const s = await stories();
+  const t = await post(s, '/tokenize', { content: 'Once upon a time' });
+  eq(t.json.tokens, REFERENCE.find((x) => x.prompt === 'Once upon a time').prompt_tokens.slice(1), 'tokens (no BOS by default)');
+  const tb = await post(s, '/tokenize', { content: 'Once upon a time', add_special: true });
+  eq(tb.json.tokens.length, t.json.tokens.length + 1, 'add_special adds BOS');
+  const d = await post(s, '/detokenize', { tokens: t.json.tokens });
+  eq(d.json.content.trim(), 'Once upon a time', 'round trip');
+  const p = await post(s, '/tokenize', { content: 'Lily', with_pieces: true });
+  assert(p.json.tokens.every((x) => typeof x.id === 'number' && x.piece !== undefined), 'pieces');
+  const a = await post(s, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] });
+  eq(a.json.prompt, '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n', 'chatml');
+});
+
+test('metrics and access log', async () => {
+  const s = await stories();
+  await post(s, '/v1/completions', { prompt: 'x', max_tokens: 3 });
+  const m = await get(s, '/metrics');
+  eq(m.status, 200, 'status');
+  assert(m.headers['content-type'].startsWith('text/plain'), 'content type');
+  for (const name of ['hearth_requests_total{endpoint="completions",status="200"}', 'hearth_prompt_tokens_total',
+    'hearth_generated_tokens_total', 'hearth_time_to_first_token_seconds_bucket{le="+Inf"}',
+    'hearth_inter_token_latency_seconds_count', 'hearth_slots_busy', 'hearth_queue_depth', 'hearth_kv_cells_used'])
+    assert(m.body.includes(name), `metrics has ${name}`);
+  assert(/hearth_requests_total\{endpoint="other",status="404"\} [1-9]/.test(m.body), '404s counted');
+  assert(await metric(s, 'hearth_generated_tokens_total') >= 3, 'generated tokens counted');
+  assert(/POST \/v1\/completions 200 prompt=\d+ gen=3 [\d.]+ms/.test(s.err), 'access log line');
+});
+
+test('openai client: chat, completions, streams, errors', async () => {
+  if (!OpenAI) return 'skip';
+  const s = await stories();
+  const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: 60000 });
+  const c = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8, temperature: 0 });
+  eq(c.choices[0].message.role, 'assistant', 'role');
+  eq(c.usage.completion_tokens, 8, 'usage');
+  const stream = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  let text = '', usage = null, finish = null;
+  for await (const ch of stream) {
+    if (ch.usage) usage = ch.usage;
+    if (ch.choices[0]) { text += ch.choices[0].delta.content || ''; finish = ch.choices[0].finish_reason || finish; }
+  }
+  eq(text, c.choices[0].message.content, 'streamed text');
+  eq(usage.completion_tokens, 8, 'stream usage'); eq(finish, 'length', 'finish');
+  const ref = REFERENCE.find((x) => x.model === 'stories260K.gguf' && x.prompt === 'Lily and Tom were');
+  const k = await client.completions.create({ model: 'stories260K', prompt: ref.prompt, max_tokens: ref.tokens.length, temperature: 0 });
+  eq(k.choices[0].text, ref.text, 'completions reproduce the reference');
+  const ks = await client.completions.create({ model: 'stories260K', prompt: ref.prompt, max_tokens: 10, temperature: 0, stream: true });
+  let kt = '';
+  for await (const ch of ks) kt += ch.choices[0] ? ch.choices[0].text : '';
+  eq(kt, ref.text.slice(0, kt.length), 'streamed completion');
+  assert(kt.length > 0, 'some text');
+  const lp = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3, logprobs: true, top_logprobs: 2 });
+  eq(lp.choices[0].logprobs.content.length, 3, 'logprobs');
+  const expectErr = async (p, cls, status, param) => {
+    try { await p; } catch (e) {
+      assert(e instanceof cls, `${cls.name} expected, got ${e.constructor.name}: ${e.message}`);
+      eq(e.status, status, 'status');
+      if (param !== undefined) eq(e.param, param, 'param');
+      return;
+    }
+    throw new AssertionError(`${cls.name} expected, none thrown`);
+  };
+  await expectErr(client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'x' }], temperature: 'hot' }), OpenAI.BadRequestError, 400, 'temperature');
+  await expectErr(client.chat.completions.create({ model: 'gpt-unknown', messages: [{ role: 'user', content: 'x' }] }), OpenAI.NotFoundError, 404, 'model');
+  await expectErr(client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'x' }], n: 3 }), OpenAI.BadRequestError, 400, 'n');
+  await expectErr(client.completions.create({ model: 'stories260K', prompt: 'x'.repeat(3000) }), OpenAI.BadRequestError, 400, 'prompt');
+  await expectErr(client.models.retrieve('nope'), OpenAI.NotFoundError, 404);
+  const models = await client.models.list();
+  eq(models.data.map((m) => m.id), ['stories260K'], 'models.list');
+});
+
+test('auth: bearer keys, /health stays open', async () => {
+  const keyfile = path.join(TMP, 'keys');
+  writeFileSync(keyfile, '# keys\nfile-key-1\n\n  file-key-2  \n');
+  const s = await startServer(['--api-key', 'sekrit', '--api-key-file', keyfile]);
+  eq((await get(s, '/health')).status, 200, 'health open');
+  assertError(await get(s, '/v1/models'), 401, null, 'no key');
+  assertError(await get(s, '/v1/models', ['-H', 'Authorization: Bearer sekrix']), 401, null, 'wrong key');
+  assertError(await get(s, '/v1/models', ['-H', 'Authorization: Bearer sekri']), 401, null, 'prefix of the key');
+  assertError(await get(s, '/v1/models', ['-H', 'Authorization: Bearer sekritt']), 401, null, 'longer key');
+  assertError(await post(s, '/v1/chat/completions', { messages: [] }), 401, null, 'auth before validation');
+  eq((await get(s, '/v1/models', ['-H', 'Authorization: Bearer sekrit'])).status, 200, 'right key');
+  eq((await get(s, '/metrics', ['-H', 'Authorization: Bearer file-key-2'])).status, 200, 'key from the file');
+  eq((await get(s, '/slots', ['-H', 'X-Api-Key: file-key-1'])).status, 200, 'X-Api-Key');
+  if (OpenAI) {
+    const bad = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'wrong', maxRetries: 0 });
+    try { await bad.models.list(); throw new AssertionError('no error'); } catch (e) {
+      assert(e instanceof OpenAI.AuthenticationError, `AuthenticationError, got ${e.constructor.name}`);
+    }
+    const good = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'sekrit', maxRetries: 0 });
+    eq((await good.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 })).usage.completion_tokens, 2, 'authorized chat');
+  }
+  await stopClean(s);
+});
+
+test('odd values in every field: 200 or an error object, never a crash', async () => {
+  const s = await stories();
+  let seed = 12345;
+  const rnd = (n) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % n; };
+  const odd = [null, true, false, -1, 0, 1, 0.5, 1e308, -1e308, 2 ** 53, 'x', '', [], {}, [1, 'a'], [[1, 2]], { a: 1 }, '\u0000', 'é✓'];
+  const bases = [
+    ['/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 3 }],
+    ['/v1/completions', { prompt: 'Once', max_tokens: 3 }],
+    ['/completion', { prompt: 'Once', n_predict: 3 }],
+    ['/infill', { input_prefix: 'a', input_suffix: 'b', n_predict: 3 }],
+    ['/tokenize', { content: 'Once' }],
+    ['/detokenize', { tokens: [1, 2] }],
+    ['/apply-template', { messages: [{ role: 'user', content: 'hi' }] }],
+  ];
+  const fields = ['messages', 'prompt', 'max_tokens', 'n_predict', 'temperature', 'top_p', 'top_k', 'min_p', 'seed', 'stop',
+    'logit_bias', 'logprobs', 'top_logprobs', 'n_probs', 'stream', 'stream_options', 'echo', 'suffix', 'n', 'samplers',
+    'repeat_penalty', 'presence_penalty', 'frequency_penalty', 'repeat_last_n', 'id_slot', 'cache_prompt', 'n_indent',
+    'response_fields', 'input_extra', 'input_prefix', 'content', 'tokens', 'with_pieces', 'model', 't_max_predict_ms', 'ignore_eos'];
+  for (let i = 0; i < 300; i++) {
+    const [p, base] = bases[rnd(bases.length)];
+    const body = JSON.parse(JSON.stringify(base));
+    for (let k = 1 + rnd(3); k > 0; k--) body[fields[rnd(fields.length)]] = odd[rnd(odd.length)];
+    if (body.max_tokens === 1e308 || body.n_predict === -1 || body.n_predict === 2 ** 53) body.ignore_eos = false;
+    const r = await post(s, p, body);
+    const ok = r.status === 200 || ((r.status === 400 || r.status === 404) && r.json && r.json.error && r.json.error.message);
+    assert(ok, `${p} ${JSON.stringify(body).slice(0, 200)} -> ${r.status} ${r.body.slice(0, 200)}`);
+  }
+  // byte-level damage to a valid body
+  const good = Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: 'héllo' }], max_tokens: 2 }));
+  for (let i = 0; i < 100; i++) {
+    const b = Buffer.from(good);
+    for (let k = 1 + rnd(4); k > 0; k--) b[rnd(b.length)] = rnd(256);
+    const r = await post(s, '/v1/chat/completions', b);
+    assert(r.status === 200 || (r.status >= 400 && r.status < 500 && r.json && r.json.error), `damaged body -> ${r.status} ${r.body.slice(0, 200)}`);
+  }
+  eq((await get(s, '/health')).status, 200, 'still healthy');
+  eq((await slots(s)).every((x) => !x.is_processing), true, 'slots idle');
+});
+
+test('concurrent requests: each the same as alone', async () => {
+  const s = await stories();
+  const prompts = ['Once upon a time', 'Lily and Tom were', 'The cat', 'One day', 'Tim had a'];
+  const alone = [];
+  for (const p of prompts) alone.push((await post(s, '/completion', { prompt: p, n_predict: 24, temperature: 0 })).json.content);
+  const together = await Promise.all(prompts.map((p, i) => i % 2
+    ? post(s, '/completion', { prompt: p, n_predict: 24, temperature: 0, stream: true }).then((r) => dataJson(sse(r.body)).map((j) => j.content).join(''))
+    : post(s, '/completion', { prompt: p, n_predict: 24, temperature: 0 }).then((r) => r.json.content)));
+  eq(together, alone, 'batched == alone');
+});
+
+test('options: alias, CORS, JSON log, prompt cache', async () => {
+  const db = path.join(TMP, 'pc.db');
+  const s = await startServer(['--alias', 'my-model', '--cors-origin', 'https://app.example', '--log-format', 'json', '--prompt-cache', db]);
+  const m = await get(s, '/v1/models');
+  eq(m.json.data[0].id, 'my-model', 'alias');
+  eq(m.headers['access-control-allow-origin'], 'https://app.example', 'CORS header');
+  const o = await curl(s, ['/v1/chat/completions', '-X', 'OPTIONS', '-H', 'Origin: https://app.example']);
+  eq(o.status, 204, 'preflight');
+  assert(/Authorization/.test(o.headers['access-control-allow-headers']), 'allowed headers');
+  eq((await post(s, '/v1/chat/completions', { model: 'my-model', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 })).status, 200, 'alias accepted');
+  eq((await post(s, '/v1/chat/completions', { model: 'stories260K', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 })).status, 200, 'file name accepted');
+  const c = await get(s, '/cache');
+  eq(c.json.enabled, true, 'cache on');
+  eq((await curl(s, ['/cache', '-X', 'DELETE'])).status, 200, 'DELETE /cache');
+  const line = s.err.split('\n').find((l) => l.startsWith('{') && l.includes('"method":"POST"'));
+  assert(line, 'a JSON access log line');
+  const j = JSON.parse(line);
+  eq([j.method, j.path, j.status, j.generated_tokens], ['POST', '/v1/chat/completions', 200, 2], 'log fields');
+  await stopClean(s);
+  assert(existsSync(db), 'the prompt cache file exists');
+});
+
+test('no --model: the demo model', async () => {
+  const s = await startServer(['-c', '256'], null, { XDG_CACHE_HOME: path.join(TMP, 'cache') });
+  const r = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+  eq(r.status, 200, 'chat with the demo model');
+  eq(r.json.usage.completion_tokens, 4, 'tokens');
+  assert(/demo model/.test(s.err), 'says it serves the demo model');
+  await stopClean(s);
+});
+
+// ---- a slow model for prefill/decode timing ------------------------------------------
+let SLOW = null;
+async function slowModel() {
+  if (SLOW) return SLOW;
+  const out = path.join(TMP, 'slow.gguf');
+  await new Promise((res, rej) => {
+    const p = spawn(BIN, ['mkmodel', '-o', out, '--arch', 'llama', '--embd', '256', '--layers', '4', '--heads', '4',
+      '--kv-heads', '4', '--ff', '768', '--vocab', '512', '--ctx', '8192', '--mix', 'Q8_0', '--seed', '5'], { stdio: 'inherit' });
+    p.on('exit', (c) => (c === 0 ? res() : rej(new AssertionError(`mkmodel exit ${c}`))));
+  });
+  SLOW = out;
+  return out;
+}
+const longPrompt = (n) => Array.from({ length: n }, (_, i) => 3 + ((i * 7) % 500));
+
+test('disconnect in prefill and in decode frees the slot', async () => {
+  const s = await startServer(['-np', '1', '-c', '8192', '-b', '16', '--sse-keepalive', '0'], await slowModel());
+  const busy = async () => (await slots(s))[0].is_processing;
+  const state = async () => (await slots(s))[0].state;
+  // prefill, non-streaming (the request waits, suspended)
+  for (const stream of [false, true]) {
+    const c = rawRequest(s.port, 'POST', '/completion', { prompt: longPrompt(6000), n_predict: 4, stream });
+    await waitFor(async () => (await state()) === 'prefill', 20000, 'prefill');
+    c.sock.destroy();
+    await waitFor(async () => !(await busy()), 10000, `slot free after a disconnect in prefill (stream ${stream})`);
+  }
+  // decode, streaming and not
+  for (const stream of [true, false]) {
+    const c = rawRequest(s.port, 'POST', '/completion', { prompt: longPrompt(20), n_predict: 6000, stream, ignore_eos: true });
+    await waitFor(async () => (await state()) === 'generate' && (await slots(s))[0].n_decoded > 3, 20000, 'decode');
+    c.sock.destroy();
+    await waitFor(async () => !(await busy()), 10000, `slot free after a disconnect in decode (stream ${stream})`);
+  }
+  await waitFor(async () => (await metric(s, 'hearth_slots_busy')) === 0, 5000, 'metrics: no busy slot');
+  assert(/ 499 /.test(s.err), 'access log shows 499 for a client that left');
+  await stopClean(s);
+});
+
+test('keep-alive comments during a long prefill', async () => {
+  const s = await startServer(['-np', '1', '-c', '8192', '-b', '16', '--sse-keepalive', '0.05'], await slowModel());
+  const r = await post(s, '/completion', { prompt: longPrompt(1500), n_predict: 2, stream: true });
+  eq(r.status, 200, 'status');
+  const evs = sse(r.body);
+  const firstData = evs.findIndex((e) => e.data);
+  assert(firstData > 0 && evs.slice(0, firstData).some((e) => e.comment === 'keep-alive'), 'keep-alive before the first token');
+  eq(dataJson(evs).pop().stop, true, 'ends normally');
+  await stopClean(s);
+});
+
+test('queue full: 503 with Retry-After', async () => {
+  const s = await startServer(['-np', '1', '--queue', '1', '-c', '8192', '-b', '16'], await slowModel());
+  const a = rawRequest(s.port, 'POST', '/completion', { prompt: longPrompt(20), n_predict: 6000, ignore_eos: true });
+  await waitFor(async () => (await slots(s))[0].is_processing, 20000, 'first job running');
+  const b = rawRequest(s.port, 'POST', '/completion', { prompt: longPrompt(20), n_predict: 4 });
+  await waitFor(async () => (await metric(s, 'hearth_queue_depth')) === 1, 10000, 'second job queued');
+  const r = await post(s, '/completion', { prompt: 'x', n_predict: 2 });
+  assertError(r, 503, null, 'queue full');
+  eq(r.headers['retry-after'], '1', 'Retry-After');
+  if (OpenAI) {
+    const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'x', maxRetries: 0 });
+    try { await client.completions.create({ model: 'slow', prompt: 'x', max_tokens: 2 }); throw new AssertionError('no error'); } catch (e) {
+      assert(e instanceof OpenAI.InternalServerError || e instanceof OpenAI.APIError, `APIError, got ${e.constructor.name}`);
+      eq(e.status, 503, 'status');
+    }
+  }
+  a.sock.destroy();
+  await waitFor(() => b.data.includes('"stop":true'), 20000, 'the queued job runs once the slot frees');
+  b.sock.destroy();
+  await stopClean(s);
+});
+
+test('shutdown with a stream running: error event, exit 0', async () => {
+  const s = await startServer(['-np', '1', '-c', '8192', '-b', '16'], await slowModel());
+  const c = rawRequest(s.port, 'POST', '/v1/completions', { prompt: longPrompt(20), max_tokens: 6000, stream: true });
+  await waitFor(() => (c.data.match(/data: /g) || []).length > 3, 20000, 'streaming');
+  await stopClean(s);
+  await waitFor(() => c.closed, 5000, 'the stream closed');
+  assert(/"error":\{[^}]*"message"/.test(c.data), 'an error event before the end');
+  assert(/shutting down/.test(s.err), 'log says so');
+  if (!OpenAI) return;
+  // the openai client turns the error event into an exception
+  const s2 = await startServer(['-np', '1', '-c', '8192', '-b', '16'], await slowModel());
+  const client = new OpenAI({ baseURL: s2.base + '/v1', apiKey: 'x', maxRetries: 0 });
+  const stream = await client.completions.create({ model: 'slow', prompt: longPrompt(20), max_tokens: 6000, stream: true });
+  let n = 0, err = null, stopping = null;
+  try {
+    for await (const ch of stream) if (++n === 3) stopping = s2.stop();
+  } catch (e) { err = e; }
+  const ex = await stopping;
+  eq(ex.code, 0, 'exit 0');
+  assert(err instanceof OpenAI.APIError, `APIError from the stream, got ${err}`);
+  assert(/shutting down/.test(err.message), `message: ${err.message}`);
+});
+
+test('/infill as llama.vim sends it, with cache warm-up (qwen3)', async () => {
+  const s = await startServer(['-np', '1', '-c', '2048', '-b', '512'], QWEN3);
+  const extra = [{ filename: 'util.py', text: 'def add(a, b):\n    return a + b\n' }, { filename: 'main.py', text: 'import util\nprint(util.add(1, 2))\n' }];
+  const fields = ['content', 'timings/prompt_n', 'timings/prompt_ms', 'timings/prompt_per_token_ms', 'timings/prompt_per_second',
+    'timings/predicted_n', 'timings/predicted_ms', 'timings/predicted_per_token_ms', 'timings/predicted_per_second', 'truncated', 'tokens_cached'];
+  // the ring-buffer warm-up: n_predict 0, response_fields [""]
+  const w = await post(s, '/infill', { input_prefix: '', input_suffix: '', input_extra: extra, prompt: '', n_predict: 0, samplers: [],
+    cache_prompt: true, t_max_prompt_ms: 1, t_max_predict_ms: 1, response_fields: [''] });
+  eq(w.status, 200, `warm-up status ${w.body}`);
+  eq(w.json, {}, 'warm-up answers the empty field set');
+  const req = { id_slot: 0, input_prefix: 'def mul(a, b):\n', input_suffix: '\n\nprint(mul(2, 3))\n', input_extra: extra, prompt: '    ',
+    n_predict: 16, n_indent: 4, top_k: 40, top_p: 0.99, stream: false, samplers: ['top_k', 'top_p', 'infill'], cache_prompt: true,
+    t_max_prompt_ms: 500, t_max_predict_ms: 1000, response_fields: fields };
+  const r = await post(s, '/infill', req);
+  eq(r.status, 200, `infill status ${r.body}`);
+  eq(Object.keys(r.json).sort(), [...fields].sort(), 'exactly the response_fields');
+  eq(r.json.truncated, false, 'truncated');
+  assert(r.json.tokens_cached > r.json['timings/prompt_n'], 'the warm-up prefix was reused');
+  assert(typeof r.json.content === 'string', 'content');
+  const st = await post(s, '/infill', { ...req, stream: true, response_fields: undefined });
+  const js = dataJson(sse(st.body));
+  eq(js[js.length - 1].stop, true, 'streamed infill ends with stop');
+  const f = await post(s, '/v1/completions', { prompt: 'def f(x):\n', suffix: '\n    return y\n', max_tokens: 4 });
+  eq(f.status, 200, 'completions with suffix');
+  // a deterministic stream equals the whole answer, whatever bytes the random model makes
+  const a = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'héllo wörld ✓' }], max_tokens: 24, temperature: 1, seed: 3 });
+  const b = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'héllo wörld ✓' }], max_tokens: 24, temperature: 1, seed: 3, stream: true });
+  eq(dataJson(sse(b.body)).map((c) => (c.choices[0] && c.choices[0].delta.content) || '').join(''), a.json.choices[0].message.content, 'stream == whole');
+  eq((await get(s, '/props')).json.chat_template, 'chatml', 'qwen3 template detected');
+  await stopClean(s);
+});
+
+test('/infill without FIM tokens: 400', async () => {
+  const s = await stories();
+  assertError(await post(s, '/infill', { input_prefix: 'a', input_suffix: 'b' }), 400, 'input_suffix', 'no FIM tokens');
+  assertError(await post(s, '/v1/completions', { prompt: 'a', suffix: 'b' }), 400, 'suffix', 'no FIM tokens');
+  assertError(await post(s, '/infill', { input_prefix: 5 }), 400, 'input_prefix', 'type');
+});
+
+test('loading: /health 503 until the model is in, then 200', async () => {
+  // the listening line comes before the model loads; poll right away
+  const proc = spawn(BIN, ['serve', '-m', QWEN3, '--port', '0', '--prompt-cache', 'off', '-t', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const s = { proc, err: '' };
+  servers.add(s);
+  proc.stderr.on('data', (d) => { s.err += d; });
+  const exited = new Promise((res) => proc.on('exit', (code) => { servers.delete(s); res(code); }));
+  const port = await waitFor(() => { const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); return m && Number(m[1]); }, 20000, 'listening');
+  const base = { base: `http://127.0.0.1:${port}` };
+  const first = await get(base, '/health');
+  assert(first.status === 503 || first.status === 200, 'health answers while loading');
+  if (first.status === 503) assertError(first, 503, null, 'loading');
+  await waitFor(async () => (await get(base, '/health')).status === 200, 60000, 'loaded');
+  proc.kill('SIGTERM');
+  eq(await exited, 0, 'SIGTERM exits 0');
+});
+
+test('a bad model path fails cleanly', async () => {
+  const proc = spawn(BIN, ['serve', '-m', path.join(TMP, 'missing.gguf'), '--port', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => { err += d; });
+  const code = await new Promise((res) => proc.on('exit', res));
+  eq(code, 1, 'exit status');
+  assert(/missing\.gguf/.test(err), 'names the file');
+});
+
+// ---- run ------------------------------------------------------------------------------
+let passed = 0, failed = 0, skipped = 0;
+for (const t of tests) {
+  if (FILTER && !t.name.includes(FILTER)) continue;
+  const t0 = Date.now();
+  try {
+    const r = await t.fn();
+    if (r === 'skip') { skipped++; console.log(`skip - ${t.name} (openai package missing)`); continue; }
+    passed++;
+    console.log(`ok   - ${t.name} (${Date.now() - t0} ms)`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL - ${t.name}: ${e instanceof AssertionError ? e.message : e.stack}`);
+  }
+}
+if (S && !S.exited) {
+  try { await stopClean(S); } catch (e) { failed++; console.log(`FAIL - clean shutdown of the shared server: ${e.message}`); }
+}
+console.log(`${passed} passed, ${failed} failed`);
+if (failed) process.exit(1);
+if (!OpenAI) { console.log('SKIP: the openai npm package could not be installed (npm ci failed); its tests did not run'); process.exit(77); }
+process.exit(0);

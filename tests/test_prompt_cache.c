@@ -1,0 +1,960 @@
+/* The prompt-state cache: the block codec, the sqlite store, and the
+ * engine with both, bit for bit at temperature 0:
+ * - generation after an in-memory hit, a sqlite hit in the same process and
+ *   a sqlite hit after a restart == generation from a fresh prefill, also
+ *   when a hit ends inside a block and when the resident prefix ends inside
+ *   one and the store continues it;
+ * - a hand-made row under the right key with other tokens (a collision) is
+ *   never used, while the same row with the right tokens is (the control);
+ * - a corrupt, truncated or foreign file is moved aside and rebuilt;
+ * - a read-only folder or a full disk turns the cache off, serving goes on;
+ * - kill -9 during writes leaves a database that opens and answers;
+ * - a changed model file gets no hits; two identical prompts at once are
+ *   stored once; LRU eviction under a small cap; clear. */
+#include "test.h"
+#include "../engine/engine.h"
+#include "../engine/block_codec.h"
+#include "../engine/prompt_cache.h"
+#include "../engine/synth_model.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define B 16          /* tokens per block in these tests */
+#define N_GEN 24
+
+/* ---- running jobs ------------------------------------------------------------ */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t tokens[256];
+    int n_tokens;
+    bool done;
+    finish_reason finish;
+    int n_cached;
+} run;
+
+static void on_event(void *user, const job_event *ev) {
+    run *r = user;
+    pthread_mutex_lock(&r->mu);
+    if (ev->type == JOB_EV_TOKEN && r->n_tokens < 256) r->tokens[r->n_tokens++] = ev->token;
+    if (ev->type == JOB_EV_DONE) {
+        r->done = true;
+        r->finish = ev->finish;
+        r->n_cached = ev->n_cached;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void run_init(run *r) {
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+static void run_wait(run *r) {
+    pthread_mutex_lock(&r->mu);
+    while (!r->done) pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void run_destroy(run *r) {
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+}
+
+static job_params greedy(void) {
+    job_params p;
+    job_params_default(&p);
+    p.sampling.temperature = 0;
+    p.max_tokens = N_GEN;
+    p.ignore_eos = true;
+    return p;
+}
+
+static void submit(engine *e, run *r, const int32_t *prompt, int n, const job_params *p) {
+    run_init(r);
+    uint64_t id;
+    int rc = engine_submit(e, prompt, n, p, on_event, r, &id);
+    CHECKF(rc == ENGINE_OK, "submit failed: %d", rc);
+    if (rc) r->done = true;
+}
+
+/* Runs a prompt to the end; returns the generated tokens in *out. */
+static void gen(engine *e, const int32_t *prompt, int n, run *out) {
+    job_params p = greedy();
+    submit(e, out, prompt, n, &p);
+    run_wait(out);
+    run_destroy(out);
+}
+
+static engine *make_engine(const model *m, int slots, int batch, const char *cache, uint64_t cap) {
+    engine_config c;
+    engine_config_default(&c);
+    c.n_slots = slots; c.n_ctx = 256; c.n_batch = batch; c.n_threads = 2;
+    c.prompt_cache = cache;
+    c.prompt_cache_bytes = cap;
+    c.prompt_cache_block = B;
+    char err[256];
+    engine *e = engine_create(m, &c, err, sizeof err);
+    CHECKF(e != NULL, "engine_create: %s", err);
+    return e;
+}
+
+static bool same(const run *a, const run *b) {
+    return a->n_tokens == b->n_tokens && a->n_tokens > 0 &&
+           !memcmp(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n_tokens);
+}
+
+/* Generation from a fresh prefill, with no cache at all. */
+static void fresh(const model *m, const int32_t *prompt, int n, run *out) {
+    engine *e = make_engine(m, 1, 64, NULL, 0);
+    gen(e, prompt, n, out);
+    engine_destroy(e);
+}
+
+static prompt_cache_stats stats_of(engine *e) {
+    prompt_cache_stats s;
+    engine_cache_sync(e);
+    engine_cache_stats(e, &s);
+    return s;
+}
+
+static char tmpdir[] = "/tmp/hearth-test-pc-XXXXXX";
+
+/* A path in the test folder; valid for the next 63 calls. */
+static const char *tpath(const char *name) {
+    static char buf[64][512];
+    static int k;
+    char *b = buf[k++ & 63];
+    snprintf(b, sizeof buf[0], "%s/%s", tmpdir, name);
+    return b;
+}
+
+static void rm_db(const char *path) {
+    char p[600];
+    unlink(path);
+    snprintf(p, sizeof p, "%s-wal", path); unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path); unlink(p);
+    for (int i = 1; i < 5; i++) {
+        snprintf(p, sizeof p, "%s.corrupt.%d", path, i); unlink(p);
+        snprintf(p, sizeof p, "%s.corrupt.%d-wal", path, i); unlink(p);
+    }
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* The prompts: P has 6 full blocks and a tail of 4. */
+static int32_t P[100], Q[100], P2[70], R[60], P3[96];
+
+static void make_prompts(int n_vocab) {
+    for (int i = 0; i < 100; i++) P[i] = (i * 31 + 7) % n_vocab;
+    for (int i = 0; i < 100; i++) Q[i] = (i * 17 + 100) % n_vocab;
+    /* P2: P's first 40 tokens (2.5 blocks), then others */
+    memcpy(P2, P, 40 * sizeof *P);
+    for (int i = 40; i < 70; i++) P2[i] = (i * 7 + 3) % n_vocab;
+    /* R: P's first 40 tokens, then others: leaves a resident prefix ending mid-block */
+    memcpy(R, P, 40 * sizeof *P);
+    for (int i = 40; i < 60; i++) R[i] = (i * 11 + 5) % n_vocab;
+    /* P3: exactly 6 blocks */
+    memcpy(P3, P, 96 * sizeof *P);
+}
+
+/* ---- the codec ----------------------------------------------------------------- */
+static void test_codec(void) {
+    /* the reference value of XXH64 over no bytes, seed 0 */
+    CHECK(hash64("", 0, 0) == 0xEF46DB3751D8E999ull);
+    CHECK(hash64("a", 1, 0) != hash64("b", 1, 0) && hash64("a", 1, 0) != hash64("a", 1, 1));
+
+    uint8_t fp[16];
+    for (int i = 0; i < 16; i++) fp[i] = (uint8_t)(i * 7);
+    int32_t toks[12];
+    for (int i = 0; i < 12; i++) toks[i] = i * 1000 + 3;
+    block_shape s = { 12, 4, 3, 5 };
+    size_t n = block_blob_size(&s);
+    CHECK(n == BLOCK_HEADER_BYTES + 12 * 4 + block_kv_bytes(&s) + 8 && block_kv_bytes(&s) == 3 * 2 * 4 * 5 * 2);
+    uint8_t *blob = malloc(n);
+    uint8_t *kv = block_encode(blob, n, fp, &s, toks);
+    CHECK(kv != NULL);
+    for (size_t i = 0; i < block_kv_bytes(&s); i++) kv[i] = (uint8_t)(i * 13 + 1);
+    block_seal(blob, n);
+    block_view v;
+    CHECK(block_decode(blob, n, &v) == 0);   /* the control for every rejection below */
+    CHECK(!memcmp(v.fingerprint, fp, 16) && v.shape.n_tokens == 12 && v.shape.n_block == 4);
+    CHECK(block_tokens_equal(&v, toks, 12) && !block_tokens_equal(&v, toks, 11) && block_token(&v, 5) == 5003);
+    CHECK(v.kv == kv && v.kv_bytes == block_kv_bytes(&s));
+    int32_t other[12];
+    memcpy(other, toks, sizeof toks);
+    other[0] = 4;
+    CHECK(!block_tokens_equal(&v, other, 12));
+
+    /* every single flipped bit and every truncation is rejected */
+    int accepted = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int bit = 0; bit < 8; bit += 3) {
+            blob[i] ^= (uint8_t)(1 << bit);
+            accepted += block_decode(blob, n, &v) == 0;
+            blob[i] ^= (uint8_t)(1 << bit);
+        }
+    }
+    CHECKF(accepted == 0, "%d corrupted blobs accepted", accepted);
+    accepted = 0;
+    for (size_t k = 0; k < n; k++) accepted += block_decode(blob, k, &v) == 0;
+    CHECK(accepted == 0);
+    CHECK(block_decode(blob, n, &v) == 0);
+    /* a header lying about its sizes, with a checksum to match */
+    uint32_t huge = 0xffffffffu;
+    memcpy(blob + 24, &huge, 4);
+    block_seal(blob, n);
+    CHECK(block_decode(blob, n, &v) != 0);
+    /* shapes out of bounds have no size */
+    block_shape bad1 = { 3, 4, 1, 1 }, bad2 = { 4, 0, 1, 1 }, bad3 = { 4, 4, 1, BLOCK_MAX_KV_DIM + 1 };
+    CHECK(block_blob_size(&bad1) == 0 && block_blob_size(&bad2) == 0 && block_blob_size(&bad3) == 0);
+    CHECK(block_encode(blob, n - 1, fp, &s, toks) == NULL);
+    free(blob);
+
+    /* keys: a function of the parent and the tokens */
+    block_key r, a, b, c;
+    block_key_root(fp, &r);
+    a = r; block_key_next(&a, toks, 4);
+    b = r; block_key_next(&b, toks, 4);
+    c = r; block_key_next(&c, other, 4);
+    CHECK(!memcmp(a.b, b.b, 16) && memcmp(a.b, c.b, 16) && memcmp(a.b, r.b, 16));
+    block_key_next(&a, toks + 4, 4);
+    block_key_next(&c, toks + 4, 4);
+    CHECK(memcmp(a.b, c.b, 16));   /* same block after different parents */
+}
+
+/* ---- invariants through the engine ----------------------------------------------- */
+static void test_invariants(const model *m) {
+    const char *db = tpath("inv.db");
+    rm_db(db);
+    run ref_p, ref_p2, ref_p3, ref_changed;
+    fresh(m, P, 100, &ref_p);
+    fresh(m, P2, 70, &ref_p2);
+    fresh(m, P3, 96, &ref_p3);
+    /* planted control: the output is sensitive to one token of the prefix */
+    int32_t changed[100];
+    memcpy(changed, P, sizeof P);
+    changed[50] = (changed[50] + 1) % m->p.n_vocab;
+    fresh(m, changed, 100, &ref_changed);
+    CHECK(ref_p.n_tokens == N_GEN && !same(&ref_p, &ref_changed));
+
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    run r;
+    gen(e, P, 100, &r);
+    CHECK(r.n_cached == 0);
+    CHECKF(same(&ref_p, &r), "cold run through the cache differs from a fresh prefill");
+    prompt_cache_stats s = stats_of(e);
+    CHECKF(s.enabled && s.entries == 6 && s.blocks_stored == 6 && s.blocks_queued == 6,
+           "entries %llu stored %llu queued %llu", (unsigned long long)s.entries,
+           (unsigned long long)s.blocks_stored, (unsigned long long)s.blocks_queued);
+
+    /* in-memory hit */
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 99, "in-memory hit reused %d", r.n_cached);
+    CHECKF(same(&ref_p, &r), "after an in-memory hit: differs from a fresh prefill");
+
+    /* sqlite hit in the same process: Q takes the only slot first */
+    run rq;
+    gen(e, Q, 100, &rq);
+    CHECK(rq.n_cached == 0);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 96, "sqlite hit restored %d", r.n_cached);
+    CHECKF(same(&ref_p, &r), "after a sqlite hit: differs from a fresh prefill");
+    s = stats_of(e);
+    CHECK(s.hits >= 1 && s.tokens_restored >= 96);
+
+    /* a sqlite hit that ends inside the prompt's third block: 2 blocks, then prefill */
+    gen(e, Q, 100, &rq);
+    gen(e, P2, 70, &r);
+    CHECKF(r.n_cached == 32, "mid-block hit restored %d", r.n_cached);
+    CHECKF(same(&ref_p2, &r), "after a hit ending mid-block: differs from a fresh prefill");
+
+    /* a resident prefix ending inside block 2 (R shares 40 tokens with P),
+     * continued from the store: block 2 from position 40, then blocks 3..5 */
+    run rr;
+    gen(e, R, 60, &rr);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 96, "resident 40 + stored blocks gave %d", r.n_cached);
+    CHECKF(same(&ref_p, &r), "resident prefix continued from the store differs from a fresh prefill");
+
+    /* a prompt of exactly 6 blocks: all restored but the last position */
+    gen(e, Q, 100, &rq);
+    gen(e, P3, 96, &r);
+    CHECKF(r.n_cached == 95, "whole-block prompt restored %d", r.n_cached);
+    CHECK(same(&ref_p3, &r));
+
+    /* cache_prompt false: no reuse at all */
+    job_params np = greedy();
+    np.cache_prompt = false;
+    run rn;
+    submit(e, &rn, P, 100, &np);
+    run_wait(&rn);
+    run_destroy(&rn);
+    CHECK(rn.n_cached == 0 && same(&ref_p, &rn));
+    engine_destroy(e);
+
+    /* after a restart: a new engine on the same file */
+    e = make_engine(m, 2, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 96, "after a restart restored %d", r.n_cached);
+    CHECKF(same(&ref_p, &r), "after a restart and a sqlite hit: differs from a fresh prefill");
+    s = stats_of(e);
+    CHECK(s.hits == 1 && s.misses == 0 && s.entries >= 6);
+
+    /* clear: the stored blocks and the resident prefix are forgotten */
+    CHECK(engine_cache_clear(e) == 0);
+    prompt_cache_stats c0;
+    engine_cache_stats(e, &c0);
+    CHECK(c0.entries == 0);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 0, "after a clear reused %d", r.n_cached);
+    CHECK(same(&ref_p, &r));
+    s = stats_of(e);
+    CHECKF(s.entries == 6, "after a clear and a run: %llu entries", (unsigned long long)s.entries);
+    engine_destroy(e);
+    run_destroy(&ref_p); run_destroy(&ref_p2); run_destroy(&ref_p3); run_destroy(&ref_changed);
+    rm_db(db);
+}
+
+/* ---- two streams, one store ------------------------------------------------------ */
+static void test_two_streams(const model *m) {
+    const char *db = tpath("two.db");
+    rm_db(db);
+    run ref;
+    fresh(m, P, 100, &ref);
+    /* a small step budget keeps both in prefill together */
+    engine *e = make_engine(m, 2, 8, db, 1 << 30);
+    job_params p = greedy();
+    run a, b;
+    submit(e, &a, P, 100, &p);
+    submit(e, &b, P, 100, &p);
+    run_wait(&a); run_wait(&b);
+    run_destroy(&a); run_destroy(&b);
+    CHECK(same(&ref, &a) && same(&ref, &b));
+    prompt_cache_stats s = stats_of(e);
+    CHECKF(s.entries == 6 && s.blocks_queued == 6 && s.blocks_stored == 6,
+           "two identical streams: %llu entries, %llu queued, %llu stored", (unsigned long long)s.entries,
+           (unsigned long long)s.blocks_queued, (unsigned long long)s.blocks_stored);
+    /* control: two different prompts at once are both stored */
+    int32_t other[100];
+    memcpy(other, P, sizeof P);
+    other[0] = (other[0] + 1) % m->p.n_vocab;
+    submit(e, &a, Q, 100, &p);
+    submit(e, &b, other, 100, &p);
+    run_wait(&a); run_wait(&b);
+    run_destroy(&a); run_destroy(&b);
+    s = stats_of(e);
+    CHECK(s.entries == 18 && s.blocks_queued == 18);
+    engine_destroy(e);
+    run_destroy(&ref);
+    rm_db(db);
+}
+
+/* ---- eviction through the engine: a chain loses its deepest blocks first ---- */
+static void test_engine_lru(const model *m) {
+    const char *db = tpath("elru.db");
+    rm_db(db);
+    run ref_p, ref_q, r;
+    fresh(m, P, 100, &ref_p);
+    fresh(m, Q, 100, &ref_q);
+    /* room for 8 of the 12 blocks of P and Q */
+    block_shape deepest = { 96, B, (uint32_t)m->p.n_layer, (uint32_t)(m->p.n_head_kv * m->p.head_dim) };
+    engine *e = make_engine(m, 1, 64, db, 8 * block_blob_size(&deepest));
+    gen(e, P, 100, &r);
+    engine_cache_sync(e);
+    gen(e, Q, 100, &r);
+    prompt_cache_stats s = stats_of(e);
+    CHECKF(s.evictions == 4 && s.entries == 8 && s.blocks_dropped == 0, "evictions %llu entries %llu dropped %llu",
+           (unsigned long long)s.evictions, (unsigned long long)s.entries, (unsigned long long)s.blocks_dropped);
+    engine_destroy(e);
+    /* after a restart: Q whole, P's first two blocks */
+    e = make_engine(m, 1, 64, db, 8 * block_blob_size(&deepest));
+    gen(e, Q, 100, &r);
+    CHECKF(r.n_cached == 96 && same(&ref_q, &r), "the newer prompt after eviction: %d", r.n_cached);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 32 && same(&ref_p, &r), "the older prompt after eviction: %d (want its first 2 blocks)",
+           r.n_cached);
+    engine_destroy(e);
+    run_destroy(&ref_p); run_destroy(&ref_q);
+    rm_db(db);
+}
+
+/* ---- a changed model file ----------------------------------------------------------- */
+static model *write_model(const char *path, uint64_t seed) {
+    synth_spec s;
+    synth_spec_default(&s);
+    s.n_embd = 128; s.n_ff = 256; s.n_layer = 2; s.mix = "Q8_0"; s.seed = seed;
+    char err[512];
+    CHECKF(synth_model_write(&s, path, err, sizeof err) == 0, "%s", err);
+    model *m = model_load(path, err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    return m;
+}
+
+static void test_changed_model(void) {
+    const char *db = tpath("changed.db"), *mp = tpath("changed.gguf");
+    rm_db(db);
+    model *m = write_model(mp, 5);
+    if (!m) return;
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    run r;
+    gen(e, P, 100, &r);
+    engine_destroy(e);
+    uint8_t fa[16], fb[16];
+    prompt_cache_fingerprint(m, B, fa);
+    model_free(m);
+
+    /* the same file again: hits (the control) */
+    m = write_model(mp, 5);
+    if (!m) return;
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 96, "same model file, restored %d", r.n_cached);
+    engine_destroy(e);
+    model_free(m);
+
+    /* other weights, same shape and metadata: no hits */
+    m = write_model(mp, 6);
+    if (!m) return;
+    prompt_cache_fingerprint(m, B, fb);
+    CHECK(memcmp(fa, fb, 16) != 0);
+    run ref;
+    fresh(m, P, 100, &ref);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 0, "changed model file, restored %d", r.n_cached);
+    CHECK(same(&ref, &r));
+    prompt_cache_stats s = stats_of(e);
+    CHECK(s.hits == 0 && s.misses == 1);
+    engine_destroy(e);
+    /* another block size is another fingerprint too */
+    prompt_cache_fingerprint(m, B * 2, fa);
+    CHECK(memcmp(fa, fb, 16) != 0);
+    model_free(m);
+    run_destroy(&ref);
+    unlink(mp);
+    rm_db(db);
+}
+
+/* ---- a collision: a row under the right key with other tokens ------------------------ */
+/* Inserts by hand, under P's first key, a block ending `tokens` (B of them)
+ * with KV of 1.0 everywhere; `break_sum` spoils its checksum. */
+static void insert_by_hand(const model *m, const char *db, const int32_t *tokens, bool break_sum) {
+    uint8_t fp[16];
+    prompt_cache_fingerprint(m, B, fp);
+    block_key k;
+    block_key_root(fp, &k);
+    block_key_next(&k, P, B);
+    block_shape s = { B, B, (uint32_t)m->p.n_layer, (uint32_t)(m->p.n_head_kv * m->p.head_dim) };
+    size_t n = block_blob_size(&s);
+    uint8_t *blob = malloc(n);
+    uint8_t *kv = block_encode(blob, n, fp, &s, tokens);
+    for (size_t i = 0; i < block_kv_bytes(&s); i += 2) { kv[i] = 0x00; kv[i + 1] = 0x3c; }
+    block_seal(blob, n);
+    if (break_sum) blob[n - 1] ^= 1;
+    sqlite3 *h;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+    sqlite3_busy_timeout(h, 2000);
+    sqlite3_stmt *st;
+    CHECK(sqlite3_exec(h, "BEGIN", 0, 0, 0) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(h, "INSERT OR REPLACE INTO blocks(fp, key, n_tokens, bytes, last_used) "
+                                "VALUES(?1, ?2, ?3, ?4, 1)", -1, &st, NULL) == SQLITE_OK);
+    sqlite3_bind_blob(st, 1, fp, 16, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, k.b, 16, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, B);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)n);
+    CHECK(sqlite3_step(st) == SQLITE_DONE);
+    sqlite3_finalize(st);
+    CHECK(sqlite3_prepare_v2(h, "INSERT OR REPLACE INTO block_data(id, data) VALUES(?1, ?2)", -1, &st, NULL) ==
+          SQLITE_OK);
+    sqlite3_bind_int64(st, 1, sqlite3_last_insert_rowid(h));
+    sqlite3_bind_blob(st, 2, blob, (int)n, SQLITE_STATIC);
+    CHECK(sqlite3_step(st) == SQLITE_DONE);
+    sqlite3_finalize(st);
+    CHECK(sqlite3_exec(h, "COMMIT", 0, 0, 0) == SQLITE_OK);
+    sqlite3_close(h);
+    free(blob);
+}
+
+static int count_rows(const char *db) {
+    sqlite3 *h;
+    int n = -1;
+    if (sqlite3_open(db, &h) == SQLITE_OK) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(h, "SELECT (SELECT count(*) FROM blocks) + (SELECT count(*) FROM block_data)",
+                               -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return n;
+}
+
+static void test_collision(const model *m) {
+    const char *db = tpath("collide.db");
+    rm_db(db);
+    run ref, r;
+    fresh(m, P, 100, &ref);
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);   /* creates the schema */
+    engine_destroy(e);
+
+    /* other tokens under P's key: never used */
+    insert_by_hand(m, db, Q, false);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 0, "a block of other tokens was used (%d restored)", r.n_cached);
+    CHECKF(same(&ref, &r), "collision guard: output differs from a fresh prefill");
+    engine_destroy(e);
+
+    /* control: P's own tokens with the same made-up KV are used */
+    insert_by_hand(m, db, P, false);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached >= B, "the hand-made row with the right tokens was not found (%d)", r.n_cached);
+    engine_destroy(e);
+
+    /* the right tokens but a broken checksum: not used, and deleted */
+    rm_db(db);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    engine_destroy(e);
+    insert_by_hand(m, db, P, true);
+    CHECK(count_rows(db) == 2);   /* its row and its blob */
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 0, "a block with a bad checksum was used (%d)", r.n_cached);
+    CHECK(same(&ref, &r));
+    engine_destroy(e);
+    CHECKF(count_rows(db) == 12, "%d rows and blobs after the bad one went and P was stored", count_rows(db));
+
+    /* a row whose blob is missing: not used, deleted */
+    rm_db(db);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    engine_destroy(e);
+    insert_by_hand(m, db, P, false);
+    sqlite3 *h;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK && sqlite3_exec(h, "DELETE FROM block_data", 0, 0, 0) == SQLITE_OK);
+    sqlite3_close(h);
+    CHECK(count_rows(db) == 1);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 0 && same(&ref, &r), "a row without its blob: %d", r.n_cached);
+    engine_destroy(e);
+    CHECK(count_rows(db) == 12);
+    /* the bad row went, and P was stored in its place on the next run */
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    run q;
+    gen(e, Q, 100, &q);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 96, "after the bad row was replaced: %d", r.n_cached);
+    CHECK(same(&ref, &r));
+    engine_destroy(e);
+    run_destroy(&ref);
+    rm_db(db);
+}
+
+/* ---- corrupt and foreign files ------------------------------------------------------- */
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+/* Opens an engine on a damaged file: it must be set aside (when `aside`),
+ * rebuilt, and work: a cold run stores, a restart hits. */
+static void expect_rebuilt(const model *m, const char *db, const run *ref, bool aside, const char *what) {
+    char moved[600];
+    snprintf(moved, sizeof moved, "%s.corrupt.1", db);
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    prompt_cache_stats s;
+    CHECKF(engine_cache_stats(e, &s) == 0 && s.enabled, "%s: cache off", what);
+    CHECKF(exists(moved) == aside, "%s: moved aside: %d", what, exists(moved));
+    run r;
+    gen(e, P, 100, &r);
+    CHECKF(same(ref, &r), "%s: output differs", what);
+    s = stats_of(e);
+    CHECKF(s.entries == 6, "%s: %llu entries after a run", what, (unsigned long long)s.entries);
+    engine_destroy(e);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    CHECKF(r.n_cached == 96 && same(ref, &r), "%s: no hit after the rebuild (%d)", what, r.n_cached);
+    engine_destroy(e);
+    rm_db(db);
+}
+
+static void test_corrupt(const model *m) {
+    const char *db = tpath("bad.db");
+    rm_db(db);
+    run ref;
+    fresh(m, P, 100, &ref);
+
+    /* garbage bytes */
+    uint8_t junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 131 + 17);
+    write_file(db, junk, sizeof junk);
+    expect_rebuilt(m, db, &ref, true, "garbage file");
+
+    /* garbage that starts like sqlite */
+    memcpy(junk, "SQLite format 3", 16);
+    write_file(db, junk, sizeof junk);
+    expect_rebuilt(m, db, &ref, true, "garbage with an sqlite header");
+
+    /* a database of another application */
+    sqlite3 *h;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+    CHECK(sqlite3_exec(h, "CREATE TABLE users(name TEXT); INSERT INTO users VALUES('ada');", 0, 0, 0) == SQLITE_OK);
+    sqlite3_close(h);
+    expect_rebuilt(m, db, &ref, true, "another application's database");
+    /* ... which was set aside intact */
+    rm_db(db);
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK);
+    CHECK(sqlite3_exec(h, "CREATE TABLE blocks(x); INSERT INTO blocks VALUES(1);", 0, 0, 0) == SQLITE_OK);
+    sqlite3_close(h);
+    expect_rebuilt(m, db, &ref, true, "a foreign table named blocks");
+
+    /* a truncated database: made by the cache, then cut in half */
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    run r;
+    gen(e, P, 100, &r);
+    gen(e, Q, 100, &r);
+    engine_destroy(e);
+    struct stat st;
+    CHECK(stat(db, &st) == 0 && st.st_size > 65536);
+    CHECK(truncate(db, st.st_size / 2) == 0);
+    expect_rebuilt(m, db, &ref, true, "truncated database");
+
+    /* an empty file is simply a new database */
+    write_file(db, "", 0);
+    expect_rebuilt(m, db, &ref, false, "empty file");
+
+    /* a folder where the file should be: cache off, serving goes on */
+    rm_db(db);
+    CHECK(mkdir(db, 0755) == 0);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    prompt_cache_stats s;
+    CHECK(engine_cache_stats(e, &s) == -1 && !s.enabled);
+    gen(e, P, 100, &r);
+    CHECK(same(&ref, &r));
+    engine_destroy(e);
+    rmdir(db);
+    run_destroy(&ref);
+}
+
+/* ---- faults in a child process -------------------------------------------------------- */
+/* Runs fn in a child; true when it exited with 0. */
+static bool in_child(int (*fn)(const model *, const run *), const model *m, const run *ref) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) _exit(fn(m, ref));
+    int status;
+    if (waitpid(pid, &status, 0) != pid) return false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The user's ids when running as root, so that permissions apply. */
+static int drop_root(void) {
+    if (geteuid() != 0) return 0;
+    return setgid(65534) || setuid(65534) ? -1 : 0;
+}
+
+static int child_readonly(const model *m, const run *ref) {
+    if (drop_root()) return 3;
+    int bad = 0;
+    const char *dbs[2] = { tpath("ro/new.db"), tpath("ro/cache.db") };   /* new; existing */
+    for (int i = 0; i < 2; i++) {
+        engine *e = make_engine(m, 1, 64, dbs[i], 1 << 30);
+        if (!e) return 4;
+        prompt_cache_stats s;
+        if (engine_cache_stats(e, &s) == 0) {
+            /* the existing file may open; its first write must then turn it off */
+            run r;
+            gen(e, P, 100, &r);
+            bad |= !same(ref, &r);
+            s = stats_of(e);
+            if (s.enabled) { fprintf(stderr, "read-only %d: cache still on\n", i); bad = 1; }
+        }
+        run r;
+        gen(e, P, 100, &r);
+        bad |= !same(ref, &r);
+        gen(e, Q, 100, &r);
+        gen(e, P, 100, &r);
+        bad |= !same(ref, &r);
+        engine_destroy(e);
+    }
+    return bad;
+}
+
+static void test_readonly(const model *m) {
+    const char *dir = tpath("ro"), *db = tpath("ro/cache.db");
+    CHECK(mkdir(dir, 0755) == 0);
+    run ref;
+    fresh(m, P, 100, &ref);
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    run r;
+    gen(e, P, 100, &r);
+    engine_destroy(e);
+    CHECK(exists(db));
+    chmod(db, 0666);
+    CHECK(chmod(dir, 0555) == 0);
+    CHECKF(in_child(child_readonly, m, &ref), "read-only folder: the child failed");
+    chmod(dir, 0755);
+    rm_db(db);
+    rmdir(dir);
+    run_destroy(&ref);
+}
+
+/* A full disk, made with a file size limit: writes fail with EFBIG. */
+static int child_disk_full(const model *m, const run *ref) {
+    const char *db = tpath("full.db");
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    if (!e) return 4;
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = { 1 << 20, 1 << 20 };
+    if (setrlimit(RLIMIT_FSIZE, &rl)) return 5;
+    int bad = 0;
+    int32_t pr[200];
+    for (int round = 0; round < 40; round++) {
+        for (int i = 0; i < 200; i++) pr[i] = (i * 29 + round * 7 + 1) % m->p.n_vocab;
+        run r;
+        gen(e, pr, 200, &r);
+        engine_cache_sync(e);
+        prompt_cache_stats s;
+        if (engine_cache_stats(e, &s)) break;   /* turned off */
+    }
+    prompt_cache_stats s;
+    if (engine_cache_stats(e, &s) == 0) { fprintf(stderr, "disk full: cache still on\n"); bad = 1; }
+    run r;
+    gen(e, P, 100, &r);
+    bad |= !same(ref, &r);
+    engine_destroy(e);
+    return bad;
+}
+
+static void test_disk_full(const model *m) {
+    const char *db = tpath("full.db");
+    rm_db(db);
+    run ref;
+    fresh(m, P, 100, &ref);
+    CHECKF(in_child(child_disk_full, m, &ref), "full disk: the child failed");
+    rm_db(db);
+    run_destroy(&ref);
+}
+
+/* ---- the store alone: LRU, kill -9 ------------------------------------------------------- */
+#define S_LAYERS 2
+#define S_KVDIM 8
+
+static int cur_kvdim;   /* of the store last opened */
+
+static prompt_cache *open_store(const char *db, uint64_t cap, int kv_dim) {
+    cur_kvdim = kv_dim;
+    prompt_cache_config c = { .path = db, .n_layer = S_LAYERS, .kv_dim = kv_dim, .block_tokens = 4, .max_bytes = cap };
+    for (int i = 0; i < 16; i++) c.fingerprint[i] = (uint8_t)(0xa0 + i);
+    return prompt_cache_open(&c);
+}
+
+/* Chain `id`: blocks of 4 tokens each. */
+static void chain_tokens(int id, int32_t *t, int n) {
+    for (int i = 0; i < n; i++) t[i] = id * 1000 + i;
+}
+
+/* Stores chain `id`; with sync_each, waits for each block to be written
+ * (a queue bounded by a small cap would otherwise drop the later ones). */
+static void store_chain_sync(prompt_cache *pc, int id, int n_blocks, bool sync_each) {
+    int32_t t[64];
+    chain_tokens(id, t, n_blocks * 4);
+    uint8_t fp[16];
+    for (int i = 0; i < 16; i++) fp[i] = (uint8_t)(0xa0 + i);
+    block_key k;
+    block_key_root(fp, &k);
+    int64_t stamp = prompt_cache_stamp(pc);
+    for (int b = 0; b < n_blocks; b++) {
+        block_key_next(&k, t + b * 4, 4);
+        pc_item *it;
+        uint8_t *kv;
+        if (prompt_cache_store_begin(pc, &k, t, (b + 1) * 4, stamp, &it, &kv) != 1) continue;
+        block_shape s = { (uint32_t)(b + 1) * 4, 4, S_LAYERS, (uint32_t)cur_kvdim };
+        memset(kv, (id + b) & 0xff, block_kv_bytes(&s));   /* marks whose block it is */
+        prompt_cache_store_commit(pc, it);
+        if (sync_each) prompt_cache_sync(pc);
+    }
+}
+
+static void store_chain(prompt_cache *pc, int id, int n_blocks) { store_chain_sync(pc, id, n_blocks, false); }
+
+/* Blocks of chain `id` found, from the first. */
+static int chain_hits(prompt_cache *pc, int id, int n_blocks) {
+    int32_t t[64];
+    chain_tokens(id, t, n_blocks * 4);
+    uint8_t fp[16];
+    for (int i = 0; i < 16; i++) fp[i] = (uint8_t)(0xa0 + i);
+    block_key k;
+    block_key_root(fp, &k);
+    int n = 0;
+    for (int b = 0; b < n_blocks; b++) {
+        block_key_next(&k, t + b * 4, 4);
+        block_view v;
+        if (prompt_cache_lookup(pc, &k, t, (b + 1) * 4, &v)) break;
+        if (v.kv[0] != (uint8_t)(id + b) || v.kv[v.kv_bytes - 1] != (uint8_t)(id + b)) break;
+        n++;
+    }
+    return n;
+}
+
+static void touch_chain(prompt_cache *pc, int id, int n_blocks) {
+    int32_t t[64];
+    chain_tokens(id, t, n_blocks * 4);
+    uint8_t fp[16];
+    for (int i = 0; i < 16; i++) fp[i] = (uint8_t)(0xa0 + i);
+    block_key k;
+    block_key_root(fp, &k);
+    int64_t stamp = prompt_cache_stamp(pc);
+    for (int b = 0; b < n_blocks; b++) {
+        block_key_next(&k, t + b * 4, 4);
+        prompt_cache_touch(pc, &k, stamp);
+    }
+}
+
+static void test_lru(void) {
+    block_shape s4 = { 4, 4, S_LAYERS, S_KVDIM }, s8 = { 8, 4, S_LAYERS, S_KVDIM };
+    uint64_t chain = block_blob_size(&s4) + block_blob_size(&s8);
+    for (int touch = 0; touch < 2; touch++) {
+        const char *db = tpath("lru.db");
+        rm_db(db);
+        prompt_cache *pc = open_store(db, 2 * chain, S_KVDIM);   /* room for two chains */
+        CHECK(pc != NULL);
+        if (!pc) return;
+        store_chain(pc, 1, 2);
+        prompt_cache_sync(pc);
+        store_chain(pc, 2, 2);
+        prompt_cache_sync(pc);
+        CHECK(chain_hits(pc, 1, 2) == 2 && chain_hits(pc, 2, 2) == 2);
+        if (touch) touch_chain(pc, 1, 2);   /* chain 1 used again: chain 2 is now the oldest */
+        prompt_cache_sync(pc);
+        store_chain(pc, 3, 2);
+        prompt_cache_sync(pc);
+        prompt_cache_stats st;
+        prompt_cache_get_stats(pc, &st);
+        CHECKF(st.evictions == 2 && st.entries == 4 && st.bytes <= 2 * chain,
+               "evictions %llu entries %llu", (unsigned long long)st.evictions, (unsigned long long)st.entries);
+        int h1 = chain_hits(pc, 1, 2), h2 = chain_hits(pc, 2, 2), h3 = chain_hits(pc, 3, 2);
+        if (touch) CHECKF(h1 == 2 && h2 == 0 && h3 == 2, "LRU with a touch: %d %d %d", h1, h2, h3);
+        else CHECKF(h1 == 0 && h2 == 2 && h3 == 2, "LRU without a touch (control): %d %d %d", h1, h2, h3);
+        prompt_cache_close(pc);
+        rm_db(db);
+    }
+    /* one chain bigger than the cap: its deepest block goes first */
+    const char *db = tpath("lru.db");
+    prompt_cache *pc = open_store(db, chain, S_KVDIM);
+    if (pc) {
+        store_chain_sync(pc, 4, 3, true);
+        prompt_cache_stats st;
+        prompt_cache_get_stats(pc, &st);
+        CHECK(st.blocks_stored == 3 && st.evictions == 1 && st.blocks_dropped == 0);
+        CHECK(chain_hits(pc, 4, 3) == 2);
+        prompt_cache_close(pc);
+    }
+    rm_db(db);
+}
+
+#define KILL_KVDIM 512
+
+static int child_writer(const char *db, int fd) {
+    prompt_cache *pc = open_store(db, 1ull << 30, KILL_KVDIM);
+    if (!pc) return 2;
+    store_chain(pc, 1, 8);
+    prompt_cache_sync(pc);
+    if (write(fd, "x", 1) != 1) return 3;
+    for (int id = 2;; id++) {   /* until killed */
+        store_chain(pc, id, 8);
+        if (id % 4 == 0) prompt_cache_sync(pc);
+    }
+}
+
+static void test_kill9(void) {
+    const char *db = tpath("kill.db");
+    for (int round = 0; round < 3; round++) {
+        rm_db(db);
+        int fds[2];
+        CHECK(pipe(fds) == 0);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            _exit(child_writer(db, fds[1]));
+        }
+        close(fds[1]);
+        char c;
+        CHECK(read(fds[0], &c, 1) == 1);   /* the first chain is committed */
+        close(fds[0]);
+        usleep(50000 + 100000 * round);
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        char wal[600];
+        snprintf(wal, sizeof wal, "%s-wal", db);
+        struct stat ws;
+        long wal_bytes = stat(wal, &ws) ? -1 : (long)ws.st_size;
+        char moved[600];
+        snprintf(moved, sizeof moved, "%s.corrupt.1", db);
+        prompt_cache *pc = open_store(db, 1ull << 30, KILL_KVDIM);
+        CHECKF(pc != NULL, "the database does not open after kill -9");
+        if (!pc) continue;
+        CHECK(!exists(moved));
+        prompt_cache_stats st;
+        prompt_cache_get_stats(pc, &st);
+        CHECKF(st.enabled && st.entries >= 8, "after kill -9: %llu entries", (unsigned long long)st.entries);
+        printf("kill -9 round %d: the WAL held %ld bytes; %llu blocks survived\n", round, wal_bytes,
+               (unsigned long long)st.entries);
+        CHECK(chain_hits(pc, 1, 8) == 8);
+        /* and it takes writes */
+        store_chain(pc, 99999, 2);
+        prompt_cache_sync(pc);
+        CHECK(chain_hits(pc, 99999, 2) == 2);
+        prompt_cache_close(pc);
+    }
+    rm_db(db);
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) return 1;
+    chmod(tmpdir, 0755);   /* the read-only test's child runs as another user when we are root */
+    kernels_select();
+    test_codec();
+    test_lru();
+    test_kill9();
+
+    char mp[512];
+    snprintf(mp, sizeof mp, "%s", tpath("m.gguf"));
+    model *m = write_model(mp, 5);
+    if (m) {
+        make_prompts(m->p.n_vocab);
+        test_readonly(m);
+        test_disk_full(m);
+        test_invariants(m);
+        test_two_streams(m);
+        test_engine_lru(m);
+        test_collision(m);
+        test_corrupt(m);
+        model_free(m);
+        test_changed_model();
+    }
+    unlink(mp);
+    if (rmdir(tmpdir)) fprintf(stderr, "note: %s not empty: %s\n", tmpdir, strerror(errno));
+    return test_summary("prompt_cache");
+}
