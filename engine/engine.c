@@ -33,6 +33,7 @@ void engine_config_default(engine_config *c) {
     c->n_slots = 4;
     c->n_ctx = 4096;
     c->n_batch = 512;
+    c->n_batch_decoding = 8;
     c->n_threads = pool_default_threads();
     c->queue_max = 64;
     c->prompt_cache_bytes = 4ull << 30;
@@ -424,6 +425,9 @@ static int pack_batch(engine *e, int *n_rows) {
         n++;
     }
     budget -= n;
+    /* while streams are generating, prompt chunks are small so their next
+     * token is not held up by a long prefill */
+    if (n > 0 && e->cfg.n_batch_decoding > 0 && budget > e->cfg.n_batch_decoding) budget = e->cfg.n_batch_decoding;
     for (;;) {   /* oldest prefilling slot first */
         slot *old = NULL;
         for (int s = 0; s < e->cfg.n_slots; s++) {
