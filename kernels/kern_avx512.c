@@ -250,48 +250,7 @@ INLINE void rows_fmt(const hweight *w, const kern_act *a, float *y, int64_t n0, 
     }
 }
 
-#define ROWS(NAME, FMT) \
-    static void NAME(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) { \
-        rows_fmt(w, a, y, n0, n1, FMT); \
-    }
-ROWS(rows_q4_0, FMT_Q4_0)
-ROWS(rows_q4_1, FMT_Q4_1)
-ROWS(rows_q5_0, FMT_Q5_0)
-ROWS(rows_q5_1, FMT_Q5_1)
-ROWS(rows_q8_0, FMT_Q8_0)
-ROWS(rows_q4_k, FMT_Q4_K)
-ROWS(rows_q5_k, FMT_Q5_K)
-ROWS(rows_q6_k, FMT_Q6_K)
-ROWS(rows_f32, FMT_F32)
-ROWS(rows_f16, FMT_F16)
-ROWS(rows_bf16, FMT_BF16)
-
-static void avx512_rows(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) {
-    switch (w->type) {
-    case FMT_Q4_0: rows_q4_0(w, a, y, n0, n1); break;
-    case FMT_Q4_1: rows_q4_1(w, a, y, n0, n1); break;
-    case FMT_Q5_0: rows_q5_0(w, a, y, n0, n1); break;
-    case FMT_Q5_1: rows_q5_1(w, a, y, n0, n1); break;
-    case FMT_Q8_0: rows_q8_0(w, a, y, n0, n1); break;
-    case FMT_Q4_K: rows_q4_k(w, a, y, n0, n1); break;
-    case FMT_Q5_K: rows_q5_k(w, a, y, n0, n1); break;
-    case FMT_Q6_K: rows_q6_k(w, a, y, n0, n1); break;
-    case FMT_F32: rows_f32(w, a, y, n0, n1); break;
-    case FMT_F16: rows_f16(w, a, y, n0, n1); break;
-    case FMT_BF16: rows_bf16(w, a, y, n0, n1); break;
-    default: break;
-    }
-}
-
-static bool avx512_packs(int type) {
-    switch (type) {
-    case FMT_Q4_0: case FMT_Q4_1: case FMT_Q5_0: case FMT_Q5_1: case FMT_Q8_0:
-    case FMT_Q4_K: case FMT_Q5_K: case FMT_Q6_K: case FMT_F32: case FMT_F16: case FMT_BF16:
-        return true;
-    default:
-        return false;
-    }
-}
+KP_DEFINE_ROWS(avx512_rows, rows_fmt)
 
 /* act_quantize_row, bit for bit: amax of |x| ignoring NaN, d = amax / 127,
  * id = 1 / d (0 when d is 0), q = x * id rounded to nearest even and clamped
@@ -323,7 +282,7 @@ static void avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) 
 
 const kern_path kern_path_avx512 = {
     .name = "avx512",
-    .packs = avx512_packs,
+    .packs = kp_packs_all,
     .rows = avx512_rows,
     .quantize = avx512_quantize,
     .q6_crumbs = true,

@@ -394,48 +394,7 @@ INLINE void rows_fmt(const hweight *w, const kern_act *a, float *y, int64_t n0, 
     }
 }
 
-#define ROWS(NAME, FMT) \
-    static void NAME(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) { \
-        rows_fmt(w, a, y, n0, n1, FMT); \
-    }
-ROWS(rows_q4_0, FMT_Q4_0)
-ROWS(rows_q4_1, FMT_Q4_1)
-ROWS(rows_q5_0, FMT_Q5_0)
-ROWS(rows_q5_1, FMT_Q5_1)
-ROWS(rows_q8_0, FMT_Q8_0)
-ROWS(rows_q4_k, FMT_Q4_K)
-ROWS(rows_q5_k, FMT_Q5_K)
-ROWS(rows_q6_k, FMT_Q6_K)
-ROWS(rows_f32, FMT_F32)
-ROWS(rows_f16, FMT_F16)
-ROWS(rows_bf16, FMT_BF16)
-
-static void neon_rows(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) {
-    switch (w->type) {
-    case FMT_Q4_0: rows_q4_0(w, a, y, n0, n1); break;
-    case FMT_Q4_1: rows_q4_1(w, a, y, n0, n1); break;
-    case FMT_Q5_0: rows_q5_0(w, a, y, n0, n1); break;
-    case FMT_Q5_1: rows_q5_1(w, a, y, n0, n1); break;
-    case FMT_Q8_0: rows_q8_0(w, a, y, n0, n1); break;
-    case FMT_Q4_K: rows_q4_k(w, a, y, n0, n1); break;
-    case FMT_Q5_K: rows_q5_k(w, a, y, n0, n1); break;
-    case FMT_Q6_K: rows_q6_k(w, a, y, n0, n1); break;
-    case FMT_F32: rows_f32(w, a, y, n0, n1); break;
-    case FMT_F16: rows_f16(w, a, y, n0, n1); break;
-    case FMT_BF16: rows_bf16(w, a, y, n0, n1); break;
-    default: break;
-    }
-}
-
-static bool neon_packs(int type) {
-    switch (type) {
-    case FMT_Q4_0: case FMT_Q4_1: case FMT_Q5_0: case FMT_Q5_1: case FMT_Q8_0:
-    case FMT_Q4_K: case FMT_Q5_K: case FMT_Q6_K: case FMT_F32: case FMT_F16: case FMT_BF16:
-        return true;
-    default:
-        return false;
-    }
-}
+KP_DEFINE_ROWS(neon_rows, rows_fmt)
 
 /* ---- activation quantizer -------------------------------------------------- */
 
@@ -476,7 +435,7 @@ static void neon_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
 
 const kern_path kern_path_neon = {
     .name = "neon",
-    .packs = neon_packs,
+    .packs = kp_packs_all,
     .rows = neon_rows,
     .quantize = neon_quantize,
     .q6_crumbs = false,   /* Q6_K's high bits as two bit planes (add_plane) */

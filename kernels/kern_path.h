@@ -123,4 +123,37 @@ const kern_path *kern_path_get(kern_path_id id);
 kpack *kern_pack(const hweight *w, bool q6_crumbs);
 void kern_pack_free(kpack *p);
 
+
+/* Every format the panel layout holds; each SIMD path computes all of them. */
+static inline bool kp_packs_all(int type) {
+    switch (type) {
+    case FMT_Q4_0: case FMT_Q4_1: case FMT_Q5_0: case FMT_Q5_1: case FMT_Q8_0:
+    case FMT_Q4_K: case FMT_Q5_K: case FMT_Q6_K: case FMT_F32: case FMT_F16: case FMT_BF16:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Defines a path's `rows` entry: a switch on the weight's type that calls
+ * FN(w, a, y, n0, n1, FMT) with FMT a constant, so an always-inline FN is
+ * specialised once per format. */
+#define KP_DEFINE_ROWS(NAME, FN) \
+    static void NAME(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) { \
+        switch (w->type) { \
+        case FMT_Q4_0: FN(w, a, y, n0, n1, FMT_Q4_0); break; \
+        case FMT_Q4_1: FN(w, a, y, n0, n1, FMT_Q4_1); break; \
+        case FMT_Q5_0: FN(w, a, y, n0, n1, FMT_Q5_0); break; \
+        case FMT_Q5_1: FN(w, a, y, n0, n1, FMT_Q5_1); break; \
+        case FMT_Q8_0: FN(w, a, y, n0, n1, FMT_Q8_0); break; \
+        case FMT_Q4_K: FN(w, a, y, n0, n1, FMT_Q4_K); break; \
+        case FMT_Q5_K: FN(w, a, y, n0, n1, FMT_Q5_K); break; \
+        case FMT_Q6_K: FN(w, a, y, n0, n1, FMT_Q6_K); break; \
+        case FMT_F32: FN(w, a, y, n0, n1, FMT_F32); break; \
+        case FMT_F16: FN(w, a, y, n0, n1, FMT_F16); break; \
+        case FMT_BF16: FN(w, a, y, n0, n1, FMT_BF16); break; \
+        default: break; \
+        } \
+    }
+
 #endif
