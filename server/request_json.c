@@ -89,6 +89,8 @@ static bool parse_stop(const cJSON *b, gen_opts *o, api_error *e) {
     return true;
 }
 
+#define MAX_LOGIT_BIAS 1024
+
 static bool bias_add(gen_opts *o, int *cap, int32_t id, float bias) {
     if (o->jp.sampling.n_logit_bias == *cap) {
         int c = *cap ? *cap * 2 : 16;
@@ -113,6 +115,9 @@ static bool bias_value(const cJSON *v, float *out) {
 static bool parse_logit_bias(const server *s, const cJSON *b, gen_opts *o, api_error *e) {
     const cJSON *v = jf_get(b, "logit_bias");
     if (!v) return true;
+    /* a cap on entries, so one request cannot make every sampling step walk a huge list */
+    if (cJSON_GetArraySize(v) > MAX_LOGIT_BIAS)
+        return api_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: at most %d entries", MAX_LOGIT_BIAS);
     int n_vocab = s->model->p.n_vocab, cap = 0;
     const cJSON *it;
     if (cJSON_IsObject(v)) {

@@ -240,6 +240,7 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
     [{ messages: msg, logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
     [{ messages: msg, logit_bias: { 99999: 1 } }, 'logit_bias'],
     [{ messages: msg, logit_bias: { 5: 'x' } }, 'logit_bias'],
+    [{ messages: msg, logit_bias: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [i, 1])) }, 'logit_bias'],
     [{ messages: msg, tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools'],
     [{ messages: msg, response_format: { type: 'json_object' } }, 'response_format'],
     [{ messages: msg, model: 42 }, 'model'],
