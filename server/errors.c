@@ -13,6 +13,9 @@ bool api_fail(api_error *e, int status, const char *param, const char *code, con
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    /* messages quote client text: keep them one line (and the access log with them) */
+    for (char *c = e->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
     return false;
 }
 
