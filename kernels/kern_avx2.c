@@ -17,16 +17,6 @@
 #define INLINE static inline __attribute__((always_inline))
 #define MR_MAX 2
 
-static bool is_kquant(int fmt) { return fmt == FMT_Q4_K || fmt == FMT_Q5_K || fmt == FMT_Q6_K; }
-
-INLINE int qbytes32(int fmt) {
-    switch (fmt) {
-    case FMT_Q8_0: return 512;
-    case FMT_Q5_0: case FMT_Q5_1: case FMT_Q5_K: return 320;
-    case FMT_Q6_K: return 384;
-    default: return 256;
-    }
-}
 
 INLINE __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -149,8 +139,8 @@ INLINE void store_tile(__m256 acc[MR_MAX][2], int MR, float *y, int64_t N, int m
 INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt,
                      float *y, int64_t N) {
     const int64_t nb = a->n_in / QK;
-    const int bpu = is_kquant(fmt) ? 8 : 1;
-    const int qb = qbytes32(fmt);
+    const int bpu = kp_is_kquant(fmt) ? 8 : 1;
+    const int qb = kp_qbytes32(fmt);
     const act_q8 *xr[MR_MAX];
     const act_extra *ext[MR_MAX];
     for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; ext[m] = a->ext + (size_t)(m0 + m) * nb; }

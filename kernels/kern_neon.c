@@ -26,18 +26,7 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
-static bool is_kquant(int fmt) { return fmt == FMT_Q4_K || fmt == FMT_Q5_K || fmt == FMT_Q6_K; }
 static bool is_float(int fmt) { return fmt == FMT_F32 || fmt == FMT_F16 || fmt == FMT_BF16; }
-
-/* Quant bytes of one 32-k block of a panel (kern_path.h). */
-INLINE int qbytes32(int fmt) {
-    switch (fmt) {
-    case FMT_Q8_0: return 512;
-    case FMT_Q5_0: case FMT_Q5_1: case FMT_Q5_K: return 320;
-    case FMT_Q6_K: return 384;
-    default: return 256;
-    }
-}
 
 /* ---- unpacking ----------------------------------------------------------- */
 
@@ -231,7 +220,7 @@ INLINE void load_de(const uint8_t *s, int fmt, float32x4_t d[4], float32x4_t e[4
 INLINE void tile_sdot(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt,
                       float *y, int64_t N) {
     const int64_t nb = a->n_in / QK;
-    const int bpu = is_kquant(fmt) ? 8 : 1, qb = qbytes32(fmt);
+    const int bpu = kp_is_kquant(fmt) ? 8 : 1, qb = kp_qbytes32(fmt);
     const int32_t off = quant_offset(fmt);
     float32x4_t acc[2][4];
     for (int m = 0; m < MR; m++)
@@ -285,7 +274,7 @@ INLINE int32x4_t zip_i(int32x4_t v, int h) { return h ? vzip2q_s32(v, v) : vzip1
 INLINE void tile_mmla(const kpack *pk, int64_t pan, const kern_act *a, int m0, int fmt,
                       float *y, int64_t N) {
     const int64_t nb = a->n_in / QK;
-    const int bpu = is_kquant(fmt) ? 8 : 1, qb = qbytes32(fmt);
+    const int bpu = kp_is_kquant(fmt) ? 8 : 1, qb = kp_qbytes32(fmt);
     const int32_t off = quant_offset(fmt);
     float32x4_t acc[4][2];
     for (int g = 0; g < 4; g++) acc[g][0] = acc[g][1] = vdupq_n_f32(0.0f);

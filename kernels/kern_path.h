@@ -124,6 +124,20 @@ kpack *kern_pack(const hweight *w, bool q6_crumbs);
 void kern_pack_free(kpack *p);
 
 
+/* K-quants carry per-super-block scales and mins. */
+static inline bool kp_is_kquant(int fmt) { return fmt == FMT_Q4_K || fmt == FMT_Q5_K || fmt == FMT_Q6_K; }
+
+/* Quant bytes of one 32-k block of a panel: nibbles 256, plus a bit plane
+ * (64) for Q5, two (128) for Q6_K, or 512 plain bytes for Q8_0. */
+static inline int kp_qbytes32(int fmt) {
+    switch (fmt) {
+    case FMT_Q8_0: return 512;
+    case FMT_Q5_0: case FMT_Q5_1: case FMT_Q5_K: return 320;
+    case FMT_Q6_K: return 384;
+    default: return 256;
+    }
+}
+
 /* Every format the panel layout holds; each SIMD path computes all of them. */
 static inline bool kp_packs_all(int type) {
     switch (type) {
