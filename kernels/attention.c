@@ -22,7 +22,8 @@ void attn_head_scalar(const float *q, const fp16_t *k, const fp16_t *v, size_t s
 
 attn_head_fn attn_head_for(kern_path_id p) {
 #if defined(__x86_64__)
-    if (p == KPATH_AVX2 || p == KPATH_AVX512) return attn_head_f16c;
+    if (p == KPATH_AVX2) return attn_head_f16c;
+    if (p == KPATH_AVX512) return attn_head_avx512;
 #endif
     (void)p;
     return attn_head_scalar;

@@ -1,6 +1,6 @@
 /* Attention of one query head over a slot's fp16 KV cache: the non-matmul
- * hot spot of prefill. A scalar oracle and an x86 path (F16C + FMA), chosen
- * by the selected kernel path. Each (token, head) is computed on its own, so
+ * hot spot of prefill. A scalar oracle and two x86 paths (AVX2 with F16C,
+ * AVX-512), chosen by the selected kernel path. Each (token, head) is computed on its own, so
  * the result never depends on the rest of the batch. */
 #ifndef HEARTH_ATTENTION_H
 #define HEARTH_ATTENTION_H
@@ -19,6 +19,8 @@ void attn_head_scalar(const float *q, const fp16_t *k, const fp16_t *v, size_t s
 #if defined(__x86_64__)
 void attn_head_f16c(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
                     int n_pos, int hd, float scale, float *scores, float *out);
+void attn_head_avx512(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
+                      int n_pos, int hd, float scale, float *scores, float *out);
 #endif
 
 /* The implementation for a kernel path (the scalar one when the path has none). */

@@ -3,6 +3,7 @@
  * Head dimensions that are not a multiple of 8 finish with a scalar tail. */
 #include "attention.h"
 #include "ops.h"
+#include "vec_exp.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
@@ -18,6 +19,30 @@ static __m256 load8_f16(const fp16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
+/* op_softmax with vexp8: max, exp(x - max) and its sum, then x / sum. */
+static void softmax8(float *x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = fmaxf(mx, x[i]);
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 vsum = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = vexp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));
+        _mm256_storeu_ps(x + i, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    float sum = hsum8(vsum);
+    if (i < n) {   /* the tail through one padded vector */
+        float tail[8] = { 0 };
+        for (int j = i; j < n; j++) tail[j - i] = x[j] - mx;
+        __m256 e = vexp8(_mm256_loadu_ps(tail));
+        _mm256_storeu_ps(tail, e);
+        for (int j = i; j < n; j++) { x[j] = tail[j - i]; sum += tail[j - i]; }
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) x[j] *= inv;
+}
+
 void attn_head_f16c(const float *q, const fp16_t *k, const fp16_t *v, size_t stride,
                     int n_pos, int hd, float scale, float *scores, float *out) {
     int hd8 = hd & ~7;
@@ -29,7 +54,7 @@ void attn_head_f16c(const float *q, const fp16_t *k, const fp16_t *v, size_t str
         for (int d = hd8; d < hd; d++) s = fmaf(q[d], fp16_to_f32(kt[d]), s);
         scores[t] = s * scale;
     }
-    op_softmax(scores, n_pos);
+    softmax8(scores, n_pos);
     memset(out, 0, sizeof(float) * (size_t)hd);
     for (int t = 0; t < n_pos; t++) {
         const fp16_t *vt = v + (size_t)t * stride;
