@@ -105,9 +105,10 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
 
     /* attention block */
     for (int i = 0; i < n; i++) op_rmsnorm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->attn_norm, E, p->rms_eps);
-    kern_matmul(&lw->wq, n, a->xb, a->q, &a->scratch, pool);
-    kern_matmul(&lw->wk, n, a->xb, a->k, &a->scratch, pool);
-    kern_matmul(&lw->wv, n, a->xb, a->v, &a->scratch, pool);
+    /* q, k and v read the same input: one job, activations quantized once */
+    const hweight *qkv[3] = { &lw->wq, &lw->wk, &lw->wv };
+    float *const qkv_out[3] = { a->q, a->k, a->v };
+    kern_matmul_n(3, qkv, n, a->xb, qkv_out, &a->scratch, pool);
     add_bias(a->q, lw->bq, n, q_dim);
     add_bias(a->k, lw->bk, n, kv_dim);
     add_bias(a->v, lw->bv, n, kv_dim);
@@ -127,8 +128,9 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
 
     /* feed-forward block */
     for (int i = 0; i < n; i++) op_rmsnorm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->ffn_norm, E, p->rms_eps);
-    kern_matmul(&lw->w_gate, n, a->xb, a->hb, &a->scratch, pool);
-    kern_matmul(&lw->w_up, n, a->xb, a->hb2, &a->scratch, pool);
+    const hweight *gate_up[2] = { &lw->w_gate, &lw->w_up };
+    float *const gate_up_out[2] = { a->hb, a->hb2 };
+    kern_matmul_n(2, gate_up, n, a->xb, gate_up_out, &a->scratch, pool);
     for (int i = 0; i < n; i++) {
         float *h = a->hb + (size_t)i * p->n_ff;
         op_swiglu(h, h, a->hb2 + (size_t)i * p->n_ff, p->n_ff);

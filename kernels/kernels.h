@@ -37,6 +37,13 @@ size_t kern_scratch_bytes(int64_t max_rows, int64_t max_n_in);
 void kern_matmul(const hweight *w, int M, const float *x, float *y,
                  kern_scratch *scratch, struct hpool *pool);
 
+/* Several weights that read the same input (q|k|v, gate|up) in one call:
+ * the activations are quantized once and the rows of all of them are handed
+ * out as one job. Each ys[i] is exactly what kern_matmul(ws[i]) would give. */
+#define KERN_MAX_FUSED 3
+void kern_matmul_n(int count, const hweight *const *ws, int M, const float *x, float *const *ys,
+                   kern_scratch *scratch, struct hpool *pool);
+
 /* Dequantize row `row` of a weight (embedding lookup). */
 void kern_get_row(const hweight *w, int64_t row, float *out);
 

@@ -22,16 +22,21 @@
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Layout: act_q8 blocks of every row, the int32 half sums, the act_extra. */
+/* Layout: act_q8 blocks of every row, the int32 half sums, then one
+ * act_extra array per weight format of a fused call (at most KERN_MAX_FUSED). */
 static size_t scratch_q_bytes(int64_t rows, int64_t n_in) {
     return align64((size_t)rows * (size_t)((n_in + QK - 1) / QK) * sizeof(act_q8));
+}
+
+static size_t scratch_ext_bytes(int64_t rows, int64_t n_in) {
+    return align64((size_t)rows * (size_t)((n_in + QK - 1) / QK) * sizeof(act_extra));
 }
 
 size_t kern_scratch_bytes(int64_t max_rows, int64_t max_n_in) {
     if (max_rows < 1) max_rows = 1;
     size_t nb = (size_t)((max_n_in + QK - 1) / QK);
     return 64 + scratch_q_bytes(max_rows, max_n_in) + align64((size_t)max_rows * nb * sizeof(int32_t)) +
-           align64((size_t)max_rows * nb * sizeof(act_extra));
+           KERN_MAX_FUSED * scratch_ext_bytes(max_rows, max_n_in);
 }
 
 /* ---- activation preparation ------------------------------------------------ */
@@ -40,9 +45,10 @@ typedef struct {
     const float *x;
     act_q8 *q;
     int32_t *slo;
-    act_extra *ext;
     int64_t n_in;
-    int type;
+    int n_types;                        /* distinct integer formats of the call */
+    int type[KERN_MAX_FUSED];
+    act_extra *ext[KERN_MAX_FUSED];     /* one per format */
     void (*quantize)(const float *x, act_q8 *q, int32_t *slo, int64_t n);
 } quant_job;
 
@@ -55,82 +61,131 @@ static void reference_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t 
     }
 }
 
+/* What a format's kernels need per activation block (see act_extra). */
+static void fill_extra(int type, const act_q8 *q, const int32_t *slo, act_extra *e, int64_t nb) {
+    int off = type == FMT_Q4_0 ? 8 : type == FMT_Q5_0 ? 16 : type == FMT_Q8_0 ? 128
+            : type == FMT_Q6_K ? 32 : 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t sum = q[b].sum;
+        e[b] = (act_extra){ -off * sum, 0, 0.0f, 0 };
+        if (type == FMT_Q6_K) e[b] = (act_extra){ -off * slo[b], -off * (sum - slo[b]), 0.0f, 0 };
+        if (type == FMT_Q4_1 || type == FMT_Q5_1) e[b].fs = (float)sum;
+        if (type == FMT_Q4_K || type == FMT_Q5_K) e[b].fs = (float)-sum;
+    }
+}
+
 static void quant_rows(void *ctx, int64_t begin, int64_t end, int worker) {
     (void)worker;
     const quant_job *j = ctx;
     int64_t nb = j->n_in / QK;
-    int off = j->type == FMT_Q4_0 ? 8 : j->type == FMT_Q5_0 ? 16 : j->type == FMT_Q8_0 ? 128
-            : j->type == FMT_Q6_K ? 32 : 0;
     for (int64_t m = begin; m < end; m++) {
         act_q8 *q = j->q + m * nb;
         int32_t *slo = j->slo + m * nb;
-        act_extra *e = j->ext + m * nb;
         j->quantize(j->x + m * j->n_in, q, slo, j->n_in);
-        for (int64_t b = 0; b < nb; b++) {
-            int32_t sum = q[b].sum;
-            e[b] = (act_extra){ -off * sum, 0, 0.0f, 0 };
-            if (j->type == FMT_Q6_K) e[b] = (act_extra){ -off * slo[b], -off * (sum - slo[b]), 0.0f, 0 };
-            if (j->type == FMT_Q4_1 || j->type == FMT_Q5_1) e[b].fs = (float)sum;
-            if (j->type == FMT_Q4_K || j->type == FMT_Q5_K) e[b].fs = (float)-sum;
-        }
+        for (int t = 0; t < j->n_types; t++) fill_extra(j->type[t], q, slo, j->ext[t] + m * nb, nb);
     }
 }
 
 /* ---- matmul -------------------------------------------------------------- */
 
+/* One weight of a (possibly fused) call: its path, activations, output and
+ * the first global work item that is its own. */
 typedef struct {
     const kern_path *path;
     const hweight *w;
-    const kern_act *a;
+    kern_act a;
     float *y;
+    int64_t item0, items;
+} mm_part;
+
+typedef struct {
+    int count;
+    mm_part part[KERN_MAX_FUSED];
 } rows_job;
 
+/* Global work items [begin, end) may span several weights: each gets its
+ * own piece. */
 static void run_rows(void *ctx, int64_t begin, int64_t end, int worker) {
     (void)worker;
     const rows_job *j = ctx;
-    int64_t n0 = begin * KP_UNIT_ROWS, n1 = end * KP_UNIT_ROWS;
-    if (n1 > j->w->n_out) n1 = j->w->n_out;
-    j->path->rows(j->w, j->a, j->y, n0, n1);
+    for (int i = 0; i < j->count; i++) {
+        const mm_part *p = &j->part[i];
+        int64_t b = begin > p->item0 ? begin : p->item0;
+        int64_t e = end < p->item0 + p->items ? end : p->item0 + p->items;
+        if (b >= e) continue;
+        int64_t n0 = (b - p->item0) * KP_UNIT_ROWS, n1 = (e - p->item0) * KP_UNIT_ROWS;
+        if (n1 > p->w->n_out) n1 = p->w->n_out;
+        p->path->rows(p->w, &p->a, p->y, n0, n1);
+    }
 }
 
-void kern_matmul(const hweight *w, int M, const float *x, float *y,
-                 kern_scratch *scratch, struct hpool *pool) {
-    if (M <= 0 || w->n_out <= 0) return;
-    const format_info *f = format_get(w->type);
-    const kern_path *path = w->packed ? kern_path_get((kern_path_id)w->packed_path) : &kern_path_scalar;
-    if (!f || !path) {
-        fprintf(stderr, "hearth: kern_matmul: unsupported weight (%s)\n", format_name(w->type));
-        abort();
-    }
-    kern_act a = { .M = M, .n_in = w->n_in, .x = x, .q = NULL, .slo = NULL, .ext = NULL };
-    int threads = pool_threads(pool);
+static void matmul_abort(const char *why, const hweight *w) {
+    fprintf(stderr, "hearth: kern_matmul: %s (%s, %lld x %lld)\n", why, format_name(w->type),
+            (long long)w->n_out, (long long)w->n_in);
+    abort();
+}
 
-    if (f->uses_act_q8) {
-        size_t need = kern_scratch_bytes(M, w->n_in);
-        if (!scratch || !scratch->buf || scratch->size < need) {
-            fprintf(stderr, "hearth: kern_matmul: scratch of %zu bytes, %zu needed (M=%d, n_in=%lld)\n",
-                    scratch ? scratch->size : 0, need, M, (long long)w->n_in);
-            abort();
-        }
+void kern_matmul_n(int count, const hweight *const *ws, int M, const float *x, float *const *ys,
+                   kern_scratch *scratch, struct hpool *pool) {
+    if (M <= 0 || count <= 0) return;
+    if (count > KERN_MAX_FUSED) matmul_abort("too many fused weights", ws[0]);
+    const int64_t n_in = ws[0]->n_in;
+    rows_job rj = { .count = count };
+    quant_job qj = { .x = x, .n_in = n_in };
+    bool need_q8 = false;
+    int64_t items = 0;
+    for (int i = 0; i < count; i++) {
+        const hweight *w = ws[i];
+        const format_info *f = format_get(w->type);
+        const kern_path *path = w->packed ? kern_path_get((kern_path_id)w->packed_path) : &kern_path_scalar;
+        if (!f || !path) matmul_abort("unsupported weight", w);
+        if (w->n_in != n_in) matmul_abort("fused weights differ in n_in", w);
+        mm_part *p = &rj.part[i];
+        *p = (mm_part){ path, w, { .M = M, .n_in = n_in, .x = x }, ys[i], items,
+                        (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS };
+        items += p->items;
+        if (!f->uses_act_q8) continue;
+        need_q8 = true;
+        /* the quantizer of the first integer weight serves all (they are
+         * bit-identical to the reference) */
+        if (!qj.quantize) qj.quantize = path->quantize ? path->quantize : reference_quantize;
+        int t = 0;
+        while (t < qj.n_types && qj.type[t] != w->type) t++;
+        if (t == qj.n_types) qj.type[qj.n_types++] = w->type;
+    }
+
+    if (need_q8) {
+        size_t need = kern_scratch_bytes(M, n_in);
+        if (!scratch || !scratch->buf || scratch->size < need) matmul_abort("scratch too small", ws[0]);
         uint8_t *base = (uint8_t *)(((uintptr_t)scratch->buf + 63) & ~(uintptr_t)63);
-        act_q8 *q = (act_q8 *)base;
-        size_t nbm = (size_t)M * (size_t)(w->n_in / QK);
-        int32_t *slo = (int32_t *)(base + scratch_q_bytes(M, w->n_in));
-        act_extra *ext = (act_extra *)((uint8_t *)slo + align64(nbm * sizeof(int32_t)));
-        quant_job qj = { x, q, slo, ext, w->n_in, w->type, path->quantize ? path->quantize : reference_quantize };
+        size_t nbm = (size_t)M * (size_t)(n_in / QK);
+        qj.q = (act_q8 *)base;
+        qj.slo = (int32_t *)(base + scratch_q_bytes(M, n_in));
+        uint8_t *ext = (uint8_t *)qj.slo + align64(nbm * sizeof(int32_t));
+        for (int t = 0; t < qj.n_types; t++) qj.ext[t] = (act_extra *)(ext + (size_t)t * scratch_ext_bytes(M, n_in));
+        int threads = pool_threads(pool);
         pool_run(pool, quant_rows, &qj, M, (M + 4 * threads - 1) / (4 * threads));
-        a.q = q;
-        a.slo = slo;
-        a.ext = ext;
+        for (int i = 0; i < count; i++) {
+            mm_part *p = &rj.part[i];
+            int t = 0;
+            while (t < qj.n_types && qj.type[t] != p->w->type) t++;
+            if (t == qj.n_types) continue;   /* a float weight: reads x */
+            p->a.q = qj.q;
+            p->a.slo = qj.slo;
+            p->a.ext = qj.ext[t];
+        }
     }
 
     /* Work items are pairs of panels; about 8 blocks per thread lets the
      * dynamic hand-out even out a slow worker. */
-    int64_t items = (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS;
-    int64_t grain = items / (8 * threads);
+    int64_t grain = items / (8 * pool_threads(pool));
     if (grain < 1) grain = 1;
-    rows_job rj = { path, w, &a, y };
     pool_run(pool, run_rows, &rj, items, grain);
+}
+
+void kern_matmul(const hweight *w, int M, const float *x, float *y,
+                 kern_scratch *scratch, struct hpool *pool) {
+    kern_matmul_n(1, &w, M, x, &y, scratch, pool);
 }
 
 /* ---- packing --------------------------------------------------------------- */

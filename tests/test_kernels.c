@@ -7,6 +7,7 @@
  *    thread count, bit-identical;
  *  - planted controls: a kernel that drops the last block, and a packed
  *    weight with two nibbles swapped, must fail the same check;
+ *  - fused calls (kern_matmul_n) == one call per weight, bit for bit;
  *  - kern_get_row == format_dequantize_row, packed or not;
  *  - a path's own activation quantizer == act_quantize_row, byte for byte;
  *  - preparing a weight leaves the bytes it was made from intact;
@@ -345,6 +346,60 @@ static void test_big(kern_path_id id, int type) {
     oracle_free(&o);
 }
 
+/* ---- fused calls ---------------------------------------------------------- */
+
+/* kern_matmul_n over weights of mixed formats that share one input (as q|k|v
+ * or gate|up of a K-quant mix do) == each weight through kern_matmul, bit for
+ * bit, at every M and thread count. The sets mix formats whose activation
+ * extras differ (Q4_K vs Q6_K, Q4_0 vs Q8_0) and a float weight, and sizes
+ * whose work items do not divide evenly, so a block of the fused job spans
+ * two weights. */
+static void test_fused(kern_path_id id) {
+    static const int sets[][3] = {
+        { FMT_Q4_K, FMT_Q4_K, FMT_Q6_K }, { FMT_Q4_0, FMT_Q8_0, FMT_F16 }, { FMT_Q6_K, FMT_Q5_K, FMT_Q5_1 },
+    };
+    static const int64_t Nf[3] = { 67, 32, 45 };
+    const int64_t K = 512;
+    CHECK(kernels_force(id));
+    float *x = malloc(sizeof(float) * (size_t)(M_MAX * K));
+    for (int64_t i = 0; i < M_MAX * K; i++) x[i] = rng_normal();
+    for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++) {
+        for (int count = 2; count <= 3; count++) {
+            hweight w[3];
+            uint8_t *data[3];
+            float *want[3], *got[3];
+            for (int i = 0; i < count; i++) {
+                data[i] = make_weight(sets[si][i], K, Nf[i]);
+                w[i] = (hweight){ .type = sets[si][i], .n_in = K, .n_out = Nf[i], .data = data[i],
+                                  .row_bytes = format_row_bytes(sets[si][i], K) };
+                CHECK(kern_prepare_weight(&w[i]) == 0);
+                want[i] = malloc(sizeof(float) * (size_t)(M_MAX * Nf[i]));
+                got[i] = malloc(sizeof(float) * (size_t)(M_MAX * Nf[i]));
+            }
+            const hweight *ws[3] = { &w[0], &w[1], &w[2] };
+            for (int t = 1; t <= 3; t++)
+                for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                    int M = Ms[mi], diff = 0;
+                    for (int i = 0; i < count; i++) {
+                        kern_matmul(&w[i], M, x, want[i], &scratch, pools[t]);
+                        for (int64_t j = 0; j < M * Nf[i]; j++) got[i][j] = NAN;
+                    }
+                    kern_matmul_n(count, ws, M, x, got, &scratch, pools[t]);
+                    for (int i = 0; i < count; i++)
+                        diff += memcmp(got[i], want[i], sizeof(float) * (size_t)(M * Nf[i])) != 0;
+                    CHECKF(diff == 0, "%s fused %s+%s%s%s M=%d threads=%d: %d outputs differ from single calls",
+                           kernels_path_name(id), format_name(sets[si][0]), format_name(sets[si][1]),
+                           count == 3 ? "+" : "", count == 3 ? format_name(sets[si][2]) : "", M, t, diff);
+                }
+            for (int i = 0; i < count; i++) {
+                kern_release_weight(&w[i]);
+                free(data[i]); free(want[i]); free(got[i]);
+            }
+        }
+    }
+    free(x);
+}
+
 int main(void) {
     for (int t = 1; t <= 3; t++) pools[t] = pool_create(t);
     scratch.size = kern_scratch_bytes(M_MAX, 2048);
@@ -367,6 +422,7 @@ int main(void) {
         if (!kernels_path_available(id)) { printf("path %s: not available here\n", kernels_path_name(id)); continue; }
         int before = test_fail_count;
         test_quantizer(id);
+        test_fused(id);
         for (int ti = 0; ti < N_TYPES; ti++) {
             for (int ki = 0; ki < 3; ki++)
                 for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++)
