@@ -108,6 +108,11 @@ INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, in
     for (int64_t u = 0; u < pk->units; u++) {
         const uint8_t *s0 = kp_scales(pk, pan, u), *s1 = kp_scales(pk, pan + 1, u);
         const uint8_t *qu0 = kp_quants(pk, pan, u), *qu1 = kp_quants(pk, pan + 1, u);
+        /* see KP_PREFETCH_BYTES */
+        for (size_t o = 0; o < pk->q_bytes; o += 64) {
+            _mm_prefetch((const char *)qu0 + KP_PREFETCH_BYTES + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)qu1 + KP_PREFETCH_BYTES + o, _MM_HINT_T0);
+        }
         /* d of every row; m (Q4_1/Q5_1) or dmin (Q4_K/Q5_K) */
         __m512 d0 = load_ph(s0), d1 = load_ph(s1), e0 = d0, e1 = d1;
         if (fmt == FMT_Q4_1 || fmt == FMT_Q5_1 || fmt == FMT_Q4_K || fmt == FMT_Q5_K) {
