@@ -12,7 +12,7 @@
 struct fwd_arena {
     int max_batch, n_ctx, max_threads;
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
-    float *scores;            /* [max_threads][n_ctx] */
+    float *scores;            /* [max_threads][ATTN_GROUP_MAX][n_ctx] */
     kern_scratch scratch;
 };
 
@@ -37,7 +37,7 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
     a->hb = malloc(B * p->n_ff * sizeof(float));
     a->hb2 = malloc(B * imax(p->n_ff, wide) * sizeof(float));
     a->xo = malloc(B * p->n_embd * sizeof(float));
-    a->scores = malloc((size_t)a->max_threads * n_ctx * sizeof(float));
+    a->scores = malloc((size_t)a->max_threads * ATTN_GROUP_MAX * n_ctx * sizeof(float));
     a->scratch.size = kern_scratch_bytes(max_batch, imax(imax(p->n_embd, p->n_ff), q_dim));
     a->scratch.buf = malloc(a->scratch.size ? a->scratch.size : 1);
     if (!a->x || !a->xb || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->hb2 ||
@@ -56,15 +56,18 @@ void fwd_arena_free(fwd_arena *a) {
 }
 
 /* ---- attention ----------------------------------------------------------
- * One work item per (token, head). Each item reads its slot's cache up to
- * its own position, so its result does not depend on the rest of the batch. */
+ * One work item per (token, KV head, up to ATTN_GROUP_MAX of the query heads
+ * that share it), so a key or value row is converted once for those heads.
+ * Each item reads its slot's cache up to its own position, so its result
+ * does not depend on the rest of the batch. */
 typedef struct {
     const model *m;
     kv_cache *kv;
     fwd_arena *a;
     const fwd_batch *b;
     int layer;
-    attn_head_fn head;
+    int chunks;               /* items per (token, KV head) */
+    attn_group_fn attend;
 } attn_job;
 
 static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
@@ -73,15 +76,19 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
     int hd = p->head_dim, q_dim = p->n_head * hd;
     int group = p->n_head / p->n_head_kv;
     float scale = 1.0f / sqrtf((float)hd);
-    float *scores = J->a->scores + (size_t)worker * J->a->n_ctx;
+    float *scores = J->a->scores + (size_t)worker * ATTN_GROUP_MAX * J->a->n_ctx;
     for (int64_t it = begin; it < end; it++) {
-        int i = (int)(it / p->n_head), h = (int)(it % p->n_head);
-        int slot = J->b->slot[i], pos = J->b->pos[i], kvh = h / group;
-        const float *q = J->a->q + (size_t)i * q_dim + (size_t)h * hd;
+        int per_token = p->n_head_kv * J->chunks;
+        int i = (int)(it / per_token), r = (int)(it % per_token);
+        int kvh = r / J->chunks, h0 = kvh * group + (r % J->chunks) * ATTN_GROUP_MAX;
+        int G = kvh * group + group - h0;
+        if (G > ATTN_GROUP_MAX) G = ATTN_GROUP_MAX;
+        int slot = J->b->slot[i], pos = J->b->pos[i];
+        const float *q = J->a->q + (size_t)i * q_dim + (size_t)h0 * hd;
         const uint16_t *k = kv_k_at(J->kv, J->layer, slot, 0) + (size_t)kvh * hd;
         const uint16_t *v = kv_v_at(J->kv, J->layer, slot, 0) + (size_t)kvh * hd;
-        float *out = J->a->att + (size_t)i * q_dim + (size_t)h * hd;
-        J->head(q, k, v, (size_t)J->kv->kv_dim, pos + 1, hd, scale, scores, out);
+        float *out = J->a->att + (size_t)i * q_dim + (size_t)h0 * hd;
+        J->attend(q, G, k, v, (size_t)J->kv->kv_dim, pos + 1, hd, scale, scores, out);
     }
 }
 
@@ -121,8 +128,9 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
         uint16_t *kc = kv_k_at(kv, il, b->slot[i], b->pos[i]), *vc = kv_v_at(kv, il, b->slot[i], b->pos[i]);
         for (int d = 0; d < kv_dim; d++) { kc[d] = f32_to_fp16(k[d]); vc[d] = f32_to_fp16(v[d]); }
     }
-    attn_job J = { m, kv, a, b, il, attn_head_for(kernels_current()) };
-    pool_run(pool, attention_items, &J, (int64_t)n * p->n_head, 1);
+    int group = p->n_head / p->n_head_kv;
+    attn_job J = { m, kv, a, b, il, (group + ATTN_GROUP_MAX - 1) / ATTN_GROUP_MAX, attn_group_for(kernels_current()) };
+    pool_run(pool, attention_items, &J, (int64_t)n * p->n_head_kv * J.chunks, 1);
     kern_matmul(&lw->wo, n, a->att, a->xb, &a->scratch, pool);
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
 

@@ -20,11 +20,16 @@ void attn_head_scalar(const float *q, const fp16_t *k, const fp16_t *v, size_t s
     }
 }
 
-attn_head_fn attn_head_for(kern_path_id p) {
+void attn_group_scalar(const float *q, int G, const fp16_t *k, const fp16_t *v, size_t stride,
+                       int n_pos, int hd, float scale, float *scores, float *out) {
+    for (int g = 0; g < G; g++) attn_head_scalar(q + g * hd, k, v, stride, n_pos, hd, scale, scores, out + g * hd);
+}
+
+attn_group_fn attn_group_for(kern_path_id p) {
 #if defined(__x86_64__)
-    if (p == KPATH_AVX2) return attn_head_f16c;
-    if (p == KPATH_AVX512) return attn_head_avx512;
+    if (p == KPATH_AVX2) return attn_group_f16c;
+    if (p == KPATH_AVX512) return attn_group_avx512;
 #endif
     (void)p;
-    return attn_head_scalar;
+    return attn_group_scalar;
 }

@@ -64,3 +64,8 @@ void attn_head_f16c(const float *q, const fp16_t *k, const fp16_t *v, size_t str
         for (int d = hd8; d < hd; d++) out[d] = fmaf(scores[t], fp16_to_f32(vt[d]), out[d]);
     }
 }
+
+void attn_group_f16c(const float *q, int G, const fp16_t *k, const fp16_t *v, size_t stride,
+                     int n_pos, int hd, float scale, float *scores, float *out) {
+    for (int g = 0; g < G; g++) attn_head_f16c(q + g * hd, k, v, stride, n_pos, hd, scale, scores, out + g * hd);
+}
