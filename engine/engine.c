@@ -425,9 +425,14 @@ static int pack_batch(engine *e, int *n_rows) {
         n++;
     }
     budget -= n;
-    /* while streams are generating, prompt chunks are small so their next
-     * token is not held up by a long prefill */
-    if (n > 0 && e->cfg.n_batch_decoding > 0 && budget > e->cfg.n_batch_decoding) budget = e->cfg.n_batch_decoding;
+    /* While streams are generating, a step holds at most n_batch_decoding
+     * rows in all, so their next token is not held up by a long prefill; at
+     * least one prompt token goes in, so a prefill always moves on. */
+    if (n > 0 && e->cfg.n_batch_decoding > 0) {
+        int room = e->cfg.n_batch_decoding - n;
+        if (room < 1) room = 1;
+        if (budget > room) budget = room;
+    }
     for (;;) {   /* oldest prefilling slot first */
         slot *old = NULL;
         for (int s = 0; s < e->cfg.n_slots; s++) {

@@ -8,7 +8,7 @@
  * that prefill against the single-stream median.
  * Not a test: run it by hand.
  *   build/tests/bench_engine [-m MODEL.gguf] [-r RUNS] [-n TOKENS] [-t THREADS]
- *                            [-b BATCH] [-s 1,2,4,8] [-p PROMPT] [-l LONG_PROMPT] */
+ *                            [-b BATCH] [-d ROWS_WHILE_GENERATING] [-s 1,2,4,8] [-p PROMPT] [-l LONG_PROMPT] */
 #include "../engine/engine.h"
 #include <math.h>
 #include <pthread.h>
@@ -120,6 +120,8 @@ static int submit(engine *e, stream *s, int n_prompt, int max_tokens) {
     return rc;
 }
 
+static int batch_decoding = -1;   /* -d: engine default when negative */
+
 static engine *make_engine(const model *m, int slots, int n_ctx, int batch, int threads) {
     engine_config c;
     engine_config_default(&c);
@@ -127,6 +129,7 @@ static engine *make_engine(const model *m, int slots, int n_ctx, int batch, int 
     c.n_ctx = n_ctx;
     c.n_batch = batch;
     c.n_threads = threads;
+    if (batch_decoding >= 0) c.n_batch_decoding = batch_decoding;
     c.prompt_cache = NULL;
     char err[256];
     engine *e = engine_create(m, &c, err, sizeof err);
@@ -236,7 +239,7 @@ static int parse_list(const char *v, int *out, int max) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: bench_engine [-m MODEL.gguf] [-r RUNS] [-n TOKENS] [-t THREADS] [-b BATCH]\n"
+    fprintf(stderr, "usage: bench_engine [-m MODEL.gguf] [-r RUNS] [-n TOKENS] [-t THREADS] [-b BATCH] [-d ROWS]\n"
                     "                    [-s STREAMS,...] [-p PROMPT_TOKENS] [-l LONG_PROMPT_TOKENS (0: skip)]\n");
     return 2;
 }
@@ -253,6 +256,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-n")) n_gen = atoi(v);
         else if (!strcmp(a, "-t")) threads = atoi(v);
         else if (!strcmp(a, "-b")) batch = atoi(v);
+        else if (!strcmp(a, "-d")) batch_decoding = atoi(v);   /* rows per step while generating */
         else if (!strcmp(a, "-p")) n_prompt = atoi(v);
         else if (!strcmp(a, "-l")) n_long = atoi(v);
         else if (!strcmp(a, "-s")) { if ((n_S = parse_list(v, S_list, 16)) <= 0) return usage(); }
@@ -264,8 +268,11 @@ int main(int argc, char **argv) {
     char err[512];
     model *m = model_load(path, err, sizeof err);
     if (!m) { fprintf(stderr, "bench_engine: %s\n", err); return 1; }
-    printf("model: %s (%s) | kernels: %s | %d threads, batch %d | %d-token prompts, %d generated tokens, %d runs\n",
-           path, m->name, kernels_path_name(kernels_current()), threads, batch, n_prompt, n_gen, runs);
+    engine_config dc;
+    engine_config_default(&dc);
+    printf("model: %s (%s) | kernels: %s | %d threads, batch %d, %d rows per step while generating | "
+           "%d-token prompts, %d generated tokens, %d runs\n", path, m->name, kernels_path_name(kernels_current()),
+           threads, batch, batch_decoding >= 0 ? batch_decoding : dc.n_batch_decoding, n_prompt, n_gen, runs);
 
     int rc = 0;
     double base_rate = NAN, single_gap_med = NAN, four_gap_med = NAN;
@@ -282,17 +289,30 @@ int main(int argc, char **argv) {
         if (!rc) rc = run_streams(e, S, n_prompt, 16, NULL, 0);   /* warm-up */
         for (int k = 0; k < runs && !rc; k++) rc = run_streams(e, S, n_prompt, n_gen, &r, k);
         if (!rc) {
+            /* Runs where no moment had all S streams generating (the last
+             * stream's first token came after the first stream's last one)
+             * have no aggregate rate; the table shows "-" for them. */
             double agg[MAX_RUNS], e2e[MAX_RUNS];
-            memcpy(agg, r.agg, sizeof agg);
+            int n_agg = 0;
+            for (int k = 0; k < runs; k++)
+                if (!isnan(r.agg[k])) agg[n_agg++] = r.agg[k];
             memcpy(e2e, r.e2e, sizeof e2e);
-            double a50 = median(agg, runs), e50 = median(e2e, runs);
+            double a50 = median(agg, n_agg), e50 = median(e2e, runs);
             if (S == 1) base_rate = a50;
             double g50 = percentile(r.gap, r.n_gap, 50), g99 = percentile(r.gap, r.n_gap, 99);
             if (S == 1) single_gap_med = g50;
             if (S == 4) four_gap_med = g50;
-            printf("| %d | %.1f | %.1f | %.1f | %.2fx | %.1f | %.0f | %.0f | %.1f | %.1f | %.1f |\n", S, agg[0], a50,
-                   agg[runs - 1], a50 / base_rate, e50, percentile(r.ttft, r.n_ttft, 50),
-                   percentile(r.ttft, r.n_ttft, 99), g50, g99, percentile(r.gap_steady, r.n_steady, 99));
+            char c_min[32] = "-", c_med[32] = "-", c_max[32] = "-", c_x[32] = "-", c_st[32] = "-";
+            if (r.n_steady > 0) snprintf(c_st, sizeof c_st, "%.1f", percentile(r.gap_steady, r.n_steady, 99));
+            if (n_agg > 0) {
+                snprintf(c_min, sizeof c_min, "%.1f", agg[0]);
+                snprintf(c_med, sizeof c_med, "%.1f", a50);
+                snprintf(c_max, sizeof c_max, "%.1f", agg[n_agg - 1]);
+                snprintf(c_x, sizeof c_x, "%.2fx", a50 / base_rate);
+            }
+            printf("| %d | %s | %s | %s | %s | %.1f | %.0f | %.0f | %.1f | %.1f | %s |\n", S, c_min, c_med,
+                   c_max, c_x, e50, percentile(r.ttft, r.n_ttft, 50),
+                   percentile(r.ttft, r.n_ttft, 99), g50, g99, c_st);
             fflush(stdout);
             if (S == 4)
                 printf("target at 4 streams (>= 3x the 1-stream rate and >= 90 tok/s): %.2fx, %.1f tok/s: %s\n",
