@@ -30,6 +30,9 @@ attn_group_fn attn_group_for(kern_path_id p) {
     if (p == KPATH_AVX2) return attn_group_f16c;
     if (p == KPATH_AVX512) return attn_group_avx512;
 #endif
+#if defined(__aarch64__)
+    if (p == KPATH_NEON) return attn_group_neon;
+#endif
     (void)p;
     return attn_group_scalar;
 }

@@ -1,6 +1,6 @@
 /* Attention of query heads over a slot's fp16 KV cache: the non-matmul hot
- * spot of prefill. A scalar oracle and two x86 paths (AVX2 with F16C,
- * AVX-512), chosen by the selected kernel path. Each (token, head) is
+ * spot of prefill. A scalar oracle, two x86 paths (AVX2 with F16C, AVX-512)
+ * and a NEON one, chosen by the selected kernel path. Each (token, head) is
  * computed on its own, so the result never depends on the rest of the
  * batch. */
 #ifndef HEARTH_ATTENTION_H
@@ -35,6 +35,10 @@ void attn_group_f16c(const float *q, int G, const fp16_t *k, const fp16_t *v, si
                      int n_pos, int hd, float scale, float *scores, float *out);
 void attn_group_avx512(const float *q, int G, const fp16_t *k, const fp16_t *v, size_t stride,
                        int n_pos, int hd, float scale, float *scores, float *out);
+#endif
+#if defined(__aarch64__)
+void attn_group_neon(const float *q, int G, const fp16_t *k, const fp16_t *v, size_t stride,
+                     int n_pos, int hd, float scale, float *scores, float *out);
 #endif
 
 /* The implementation for a kernel path (the scalar one when the path has none). */

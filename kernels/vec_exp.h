@@ -1,13 +1,18 @@
-/* exp(x) for x <= 0 (softmax after subtracting the max), 8 or 16 lanes at a
- * time: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact
+/* exp(x) for x <= 0 (softmax after subtracting the max), 4, 8 or 16 lanes at
+ * a time: x = n ln2 + r with |r| <= ln2/2 (ln2 split in two so n ln2 is exact
  * enough), exp(r) by its Taylor series to r^6 (relative error below 2e-7),
  * times 2^n. Inputs below -87.3 give 0 (expf would give a denormal or 0; the
  * difference is far below what a softmax weight can carry). NaN stays NaN.
- * Include from a file compiled for AVX2+FMA (vexp8) or AVX-512F (vexp16). */
+ * Include from a file compiled for AVX2+FMA (vexp8), AVX-512F (vexp16) or
+ * aarch64 (vexp4, NEON). */
 #ifndef HEARTH_VEC_EXP_H
 #define HEARTH_VEC_EXP_H
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #define VEXP_LOG2E 1.44269504088896341f
 #define VEXP_LN2_HI 0.693359375f
@@ -51,6 +56,30 @@ static inline __m512 vexp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_maskz_scalef_ps(keep, p, n);   /* p * 2^n; NaN lanes keep NaN */
+}
+#endif
+
+#if defined(__aarch64__)
+static inline float32x4_t vexp4(float32x4_t x) {
+    const float32x4_t x0 = x;
+    uint32x4_t keep = vmvnq_u32(vcltq_f32(x, vdupq_n_f32(VEXP_MIN)));   /* x >= min or NaN */
+    x = vmaxnmq_f32(x, vdupq_n_f32(VEXP_MIN));   /* NaN -> min (maxNum): masked out below */
+    float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(VEXP_LOG2E)));   /* to nearest, ties even */
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(VEXP_LN2_HI));
+    r = vfmsq_f32(r, n, vdupq_n_f32(VEXP_LN2_LO));
+    float32x4_t p = vdupq_n_f32(1.0f / 720);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    /* 2^n through the exponent field; n is whole and >= -126, so the
+     * conversion is exact and 2^n a normal number */
+    int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+    y = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), keep));
+    return vbslq_f32(vceqq_f32(x0, x0), y, x0);   /* NaN lanes: x0 */
 }
 #endif
 
