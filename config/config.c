@@ -47,6 +47,8 @@ const config_setting config_settings[] = {
       "size cap of the prompt-state database" },
     { "max-body", "--max-body", NULL, CFG_SIZE, 0, 0, NULL, "16M", false,
       "largest request body" },
+    { "timeout", "--timeout", "-to", CFG_INT, 1, 86400, NULL, "300", false,
+      "seconds a connection may send and receive nothing before it is closed" },
     { "sse-keepalive", "--sse-keepalive", NULL, CFG_NUMBER, 0, 0, NULL, "5", false,
       "seconds of silence before an SSE comment (0: never)" },
     { NULL, NULL, NULL, CFG_STRING, 0, 0, NULL, NULL, false, NULL },

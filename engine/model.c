@@ -1,13 +1,17 @@
 /* Loading a model: hyperparameters from metadata (with the usual
  * defaults), every tensor checked for presence, type and shape, and the
- * plan parameters set from the architecture. */
+ * plan parameters set from the architecture. Once loaded, the model holds
+ * nothing of the file (see detach_weights). */
 #include "model.h"
+#include "block_codec.h"
 #include "tokenizer.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static const char *arch_names[ARCH_COUNT] = { "llama", "qwen2", "qwen3" };
 
@@ -17,6 +21,7 @@ const char *model_arch_name(model_arch a) {
 
 typedef struct {
     model *m;
+    const gguf_file *g;       /* open only while loading */
     char *err;
     size_t errlen;
     int failed;
@@ -35,8 +40,8 @@ static int arch_u32(loader *L, const char *suffix, int def) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", model_arch_name(L->m->p.arch), suffix);
     uint32_t v;
-    if (!gguf_find_kv(&L->m->file, key)) return def;
-    if (!gguf_get_u32(&L->m->file, key, &v) || v > (1u << 30)) {
+    if (!gguf_find_kv(L->g, key)) return def;
+    if (!gguf_get_u32(L->g, key, &v) || v > (1u << 30)) {
         fail(L, "metadata %s has a bad type or value", key);
         return def;
     }
@@ -47,8 +52,8 @@ static float arch_f32(loader *L, const char *suffix, float def) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", model_arch_name(L->m->p.arch), suffix);
     float v;
-    if (!gguf_find_kv(&L->m->file, key)) return def;
-    if (!gguf_get_f32(&L->m->file, key, &v) || !isfinite(v)) {
+    if (!gguf_find_kv(L->g, key)) return def;
+    if (!gguf_get_f32(L->g, key, &v) || !isfinite(v)) {
         fail(L, "metadata %s has a bad type or value", key);
         return def;
     }
@@ -57,7 +62,7 @@ static float arch_f32(loader *L, const char *suffix, float def) {
 
 /* Find a tensor and check its shape (ne0 x ne1; ne1 = 1 for vectors). */
 static const gguf_tensor *tensor(loader *L, const char *name, int64_t ne0, int64_t ne1, bool required) {
-    const gguf_tensor *t = gguf_find_tensor(&L->m->file, name);
+    const gguf_tensor *t = gguf_find_tensor(L->g, name);
     if (!t) {
         if (required) fail(L, "tensor '%s' is missing", name);
         return NULL;
@@ -139,7 +144,7 @@ static void read_params(loader *L) {
     model *m = L->m;
     model_params *p = &m->p;
     gguf_str s;
-    if (!gguf_get_str(&m->file, "general.architecture", &s)) {
+    if (!gguf_get_str(L->g, "general.architecture", &s)) {
         fail(L, "metadata general.architecture is missing");
         return;
     }
@@ -190,19 +195,19 @@ static void read_params(loader *L) {
 static void load_tensors(loader *L) {
     model *m = L->m;
     model_params *p = &m->p;
-    const gguf_tensor *emb = gguf_find_tensor(&m->file, "token_embd.weight");
+    const gguf_tensor *emb = gguf_find_tensor(L->g, "token_embd.weight");
     if (!emb) { fail(L, "tensor 'token_embd.weight' is missing"); return; }
     p->n_vocab = (int)(emb->ne[1] > 0 && emb->ne[1] < (1 << 24) ? emb->ne[1] : 0);
     if (!p->n_vocab) { fail(L, "tensor 'token_embd.weight' has a bad vocabulary dimension"); return; }
     weight(L, &m->tok_embd, "token_embd.weight", p->n_embd, p->n_vocab);
     m->output_norm = vector(L, "output_norm.weight", p->n_embd, true);
-    if (gguf_find_tensor(&m->file, "output.weight")) {
+    if (gguf_find_tensor(L->g, "output.weight")) {
         weight(L, &m->output, "output.weight", p->n_embd, p->n_vocab);
     } else {
         p->tied_embeddings = true;
         m->output = m->tok_embd;
     }
-    if (gguf_find_tensor(&m->file, "rope_freqs.weight"))
+    if (gguf_find_tensor(L->g, "rope_freqs.weight"))
         m->rope_freqs = vector(L, "rope_freqs.weight", p->n_rot / 2, true);
     m->layers = calloc((size_t)p->n_layer, sizeof *m->layers);
     if (!m->layers) { fail(L, "out of memory"); return; }
@@ -230,21 +235,107 @@ static char *base_name(const char *path) {
     return strdup(b ? b + 1 : path);
 }
 
+/* What the file is, for the prompt cache's model fingerprint once the file
+ * is closed: its header, metadata and tensor table, and 65 windows of 4 KiB
+ * spread over the weights, so rewritten weights of the same shape (a
+ * re-quantized or retrained file) give another id too. */
+static void file_id(const gguf_file *g, uint8_t out[16]) {
+    uint64_t lo = 0x6865617274682d66ull, hi = 0x696e6765727072ull;
+#define MIX(p, n) (lo = hash64((p), (n), lo), hi = hash64((p), (n), hi ^ 0x5bd1e9955bd1e995ull))
+    uint64_t fields[3] = { g->size, g->data_offset, g->n_tensors };
+    MIX(fields, sizeof fields);
+    uint64_t head = g->data_offset && g->data_offset <= g->size ? g->data_offset : g->size;
+    MIX(g->map, (size_t)head);
+    uint64_t span = g->size - head, win = 4096;
+    for (int i = 0; i < 64 && span; i++) {
+        uint64_t at = head + span / 64 * (uint64_t)i;
+        MIX(g->map + at, (size_t)(g->size - at < win ? g->size - at : win));
+    }
+    if (span) MIX(g->map + g->size - (span < win ? span : win), (size_t)(span < win ? span : win));
+#undef MIX
+    memcpy(out, &lo, 8);
+    memcpy(out + 8, &hi, 8);
+}
+
+/* Hands back the whole pages of [p, p + n) of the file map once copied, so
+ * the file is not resident beside its copy while the rest is copied. */
+static void drop_pages(const uint8_t *p, size_t n) {
+    long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    uintptr_t hi = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);   /* a read-only file map: the pages are only dropped */
+}
+
+/* After this nothing points into the file, so it can be unmapped: a running
+ * server is then out of reach of the file being rewritten in place (a
+ * private map shows those writes), truncated (a read of the map past the
+ * end is SIGBUS) or replaced. Matrices the kernels repacked are not read
+ * again; the others (the token embedding, and every matrix on a path that
+ * does not pack) are copied once into memory of their own. A tied embedding
+ * is read through the output matrix's packed copy (kern_get_row gives the
+ * same floats from either layout), so it is not held twice. */
+static int detach_weights(model *m) {
+    int n = 0, cap = 2 + 7 * m->p.n_layer;
+    hweight **ws = malloc(sizeof *ws * (size_t)cap);
+    const uint8_t **orig = malloc(sizeof *orig * (size_t)cap);
+    if (!ws || !orig) { free(ws); free(orig); return -1; }
+    if (m->p.tied_embeddings && m->output.packed && !m->tok_embd.packed) {
+        m->tok_embd.packed = m->output.packed;   /* not owned: model_free releases output's */
+        m->tok_embd.packed_path = m->output.packed_path;
+    }
+    ws[n++] = &m->tok_embd;
+    ws[n++] = &m->output;
+    for (int il = 0; il < m->p.n_layer; il++) {
+        layer_weights *lw = &m->layers[il];
+        hweight *l[] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down };
+        for (size_t i = 0; i < sizeof l / sizeof l[0]; i++) ws[n++] = l[i];
+    }
+    /* one block for every distinct unpacked matrix (a tied one once) */
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        orig[i] = ws[i]->data;
+        bool first = !ws[i]->packed;
+        for (int j = 0; j < i && first; j++) first = ws[j]->packed || orig[j] != orig[i];
+        if (first) total += (ws[i]->row_bytes * (size_t)ws[i]->n_out + 63) & ~(size_t)63;
+    }
+    uint8_t *copy = NULL;
+    if (total && !(copy = aligned_alloc(64, total))) { free(ws); free(orig); return -1; }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        hweight *w = ws[i];
+        if (w->packed) { w->data = NULL; continue; }   /* never read again; no stale pointer left */
+        int j = 0;
+        while (j < i && (ws[j]->packed || orig[j] != orig[i])) j++;
+        if (j < i) { w->data = ws[j]->data; continue; }
+        size_t bytes = w->row_bytes * (size_t)w->n_out;
+        memcpy(copy + off, orig[i], bytes);
+        drop_pages(orig[i], bytes);
+        w->data = copy + off;
+        off += (bytes + 63) & ~(size_t)63;
+    }
+    m->weights_copy = copy;
+    free(ws);
+    free(orig);
+    return 0;
+}
+
 model *model_load(const char *path, char *err, size_t errlen) {
     model *m = calloc(1, sizeof *m);
     if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
+    gguf_file g;
     char gerr[256];
-    if (gguf_open(path, &m->file, gerr, sizeof gerr)) {
+    if (gguf_open(path, &g, gerr, sizeof gerr)) {
         snprintf(err, errlen, "%s: %s", path, gerr);
         free(m);
         return NULL;
     }
-    loader L = { m, err, errlen, 0 };
+    loader L = { m, &g, err, errlen, 0 };
     read_params(&L);
     if (!L.failed) load_tensors(&L);
     if (!L.failed) {
         char terr[256];
-        m->tok = tokenizer_load(&m->file, terr, sizeof terr);
+        m->tok = tokenizer_load(&g, terr, sizeof terr);
         if (!m->tok) fail(&L, "%s", terr);
         else if (tokenizer_n_vocab(m->tok) > m->p.n_vocab)
             fail(&L, "vocabulary has %d tokens but token_embd.weight only %d rows",
@@ -254,22 +345,34 @@ model *model_load(const char *path, char *err, size_t errlen) {
      * kernels release the original pages they no longer read. The token
      * embedding stays as it is (rows are looked up, not multiplied). */
     if (!L.failed && for_each_matrix(m, kern_prepare_weight)) fail(&L, "out of memory repacking the weights");
+    gguf_str s;
+    if (!L.failed) {
+        m->name = gguf_get_str(&g, "general.name", &s) ? gguf_str_dup(s) : base_name(path);
+        if (gguf_get_str(&g, "tokenizer.chat_template", &s) && !(m->chat_template = gguf_str_dup(s)))
+            fail(&L, "out of memory");
+        if (!m->name) fail(&L, "out of memory");
+    }
+    if (!L.failed) {
+        m->file_size = g.size;
+        file_id(&g, m->file_id);
+    }
+    if (!L.failed && detach_weights(m)) fail(&L, "out of memory copying the weights");
     if (L.failed) {
         /* prefix the file so the one line says where */
         char msg[512];
         snprintf(msg, sizeof msg, "%s: %s", path, err);
         snprintf(err, errlen, "%s", msg);
         model_free(m);
+        gguf_close(&g);
         return NULL;
     }
-    gguf_str s;
-    m->name = gguf_get_str(&m->file, "general.name", &s) ? gguf_str_dup(s) : base_name(path);
-    if (gguf_get_str(&m->file, "tokenizer.chat_template", &s)) m->chat_template = gguf_str_dup(s);
+    gguf_close(&g);
     return m;
 }
 
 void model_free(model *m) {
     if (!m) return;
+    /* tok_embd is never released: a view of weights_copy or of output's packed layout */
     if (m->layers) {
         for_each_matrix(m, release_matrix);
         for (int il = 0; il < m->p.n_layer; il++) {
@@ -285,7 +388,7 @@ void model_free(model *m) {
     tokenizer_free(m->tok);
     free(m->name);
     free(m->chat_template);
-    gguf_close(&m->file);
+    free(m->weights_copy);
     free(m);
 }
 

@@ -1,6 +1,8 @@
-/* A loaded model: hyperparameters from GGUF metadata, weights as views
- * into the mapped file, and the plan parameters that make one forward pass
- * serve every supported architecture (llama, qwen2, qwen3). */
+/* A loaded model: hyperparameters from GGUF metadata, weights (repacked by
+ * the kernels, or copied), and the plan parameters that make one forward
+ * pass serve every supported architecture (llama, qwen2, qwen3). The file
+ * is read once and closed: nothing here points into it, so it may be
+ * replaced, rewritten or truncated while the model runs. */
 #ifndef HEARTH_MODEL_H
 #define HEARTH_MODEL_H
 
@@ -36,7 +38,6 @@ typedef struct layer_weights {
 } layer_weights;
 
 typedef struct model {
-    gguf_file file;
     model_params p;
     hweight tok_embd, output;
     float *output_norm;
@@ -46,6 +47,9 @@ typedef struct model {
     char *name;                           /* general.name or the file's base name */
     char *chat_template;                  /* tokenizer.chat_template, or NULL */
     uint64_t weight_bytes;                /* bytes of all weight tensors */
+    uint64_t file_size;                   /* of the file as loaded */
+    uint8_t file_id[16];                  /* its header and sampled weights (the prompt cache's fingerprint) */
+    void *weights_copy;                   /* the matrices no kernel repacked, copied out of the file */
 } model;
 
 /* NULL with a one-line error naming what is wrong (unsupported

@@ -131,30 +131,14 @@ static void fp_mix(fp_state *s, const void *p, size_t n) {
 }
 
 void prompt_cache_fingerprint(const model *m, int block_tokens, uint8_t out[16]) {
-    const gguf_file *g = &m->file;
     fp_state s = { 0x6865617274682d66ull, 0x696e6765727072ull };
-    uint64_t fields[8] = { BLOCK_VERSION, BLOCK_KV_F16, (uint64_t)m->p.n_layer,
+    uint64_t fields[6] = { BLOCK_VERSION, BLOCK_KV_F16, (uint64_t)m->p.n_layer,
                            (uint64_t)m->p.n_head_kv * (uint64_t)m->p.head_dim, (uint64_t)block_tokens,
-                           g->size, g->data_offset, g->n_tensors };
+                           m->file_size };
     fp_mix(&s, fields, sizeof fields);
-    if (g->map && g->size) {
-        /* header, metadata and tensor table: what the model is */
-        uint64_t head = g->data_offset && g->data_offset <= g->size ? g->data_offset : g->size;
-        fp_mix(&s, g->map, (size_t)head);
-        /* the weights themselves, sampled: 64 windows of 4 KiB spread evenly
-         * and the last 4 KiB, so rewritten weights of the same shape (a
-         * re-quantized or retrained file) change the fingerprint too */
-        uint64_t span = g->size - head, win = 4096;
-        for (int i = 0; i < 64 && span; i++) {
-            uint64_t at = head + span / 64 * (uint64_t)i;
-            uint64_t n = g->size - at < win ? g->size - at : win;
-            fp_mix(&s, g->map + at, (size_t)n);
-        }
-        if (span) {
-            uint64_t n = span < win ? span : win;
-            fp_mix(&s, g->map + g->size - n, (size_t)n);
-        }
-    }
+    /* what the model is: header, metadata, tensor table and sampled weights
+     * (model_load reads them before it closes the file) */
+    fp_mix(&s, m->file_id, sizeof m->file_id);
     memcpy(out, &s.lo, 8);
     memcpy(out + 8, &s.hi, 8);
 }

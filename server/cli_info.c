@@ -19,9 +19,12 @@ int cmd_info(int argc, char **argv) {
     char err[512];
     model *m = model_load(path, err, sizeof err);
     if (!m) { fprintf(stderr, "hearth: %s\n", err); return 1; }
+    /* the model keeps nothing of its file: the file facts come from the file */
+    gguf_file f;
+    if (gguf_open(path, &f, err, sizeof err)) { fprintf(stderr, "hearth: %s: %s\n", path, err); model_free(m); return 1; }
     const model_params *p = &m->p;
-    printf("file:          %s (GGUF v%u, %llu tensors, %llu metadata keys)\n", path, m->file.version,
-           (unsigned long long)m->file.n_tensors, (unsigned long long)m->file.n_kv);
+    printf("file:          %s (GGUF v%u, %llu tensors, %llu metadata keys)\n", path, f.version,
+           (unsigned long long)f.n_tensors, (unsigned long long)f.n_kv);
     printf("name:          %s\n", m->name);
     printf("architecture:  %s\n", model_arch_name(p->arch));
     printf("layers:        %d\n", p->n_layer);
@@ -36,17 +39,17 @@ int cmd_info(int argc, char **argv) {
 
     /* tensor types: count per type */
     int count[FMT_COUNT_MAX] = {0};
-    for (uint64_t t = 0; t < m->file.n_tensors; t++)
-        if (m->file.tensors[t].type >= 0 && m->file.tensors[t].type < FMT_COUNT_MAX) count[m->file.tensors[t].type]++;
+    for (uint64_t t = 0; t < f.n_tensors; t++)
+        if (f.tensors[t].type >= 0 && f.tensors[t].type < FMT_COUNT_MAX) count[f.tensors[t].type]++;
     printf("tensor types: ");
     for (int t = 0; t < FMT_COUNT_MAX; t++) if (count[t]) printf(" %s x%d", format_name(t), count[t]);
     printf("\n");
 
     gguf_str s;
-    const char *tm = gguf_get_str(&m->file, "tokenizer.ggml.model", &s) ? "" : "?";
+    const char *tm = gguf_get_str(&f, "tokenizer.ggml.model", &s) ? "" : "?";
     printf("vocabulary:    %d tokens, %.*s%s tokenizer", tokenizer_n_vocab(m->tok),
            (int)(tm[0] ? 0 : s.len), tm[0] ? "" : s.ptr, tm);
-    if (gguf_get_str(&m->file, "tokenizer.ggml.pre", &s)) printf(" (pre %.*s)", (int)s.len, s.ptr);
+    if (gguf_get_str(&f, "tokenizer.ggml.pre", &s)) printf(" (pre %.*s)", (int)s.len, s.ptr);
     printf(", bos %d, eos %d\n", tokenizer_bos(m->tok), tokenizer_eos(m->tok));
     if (m->chat_template) {
         int id = chat_template_detect(m->chat_template);
@@ -54,6 +57,7 @@ int cmd_info(int argc, char **argv) {
     } else {
         printf("chat template: none\n");
     }
+    gguf_close(&f);
     model_free(m);
     return 0;
 }

@@ -28,7 +28,8 @@ typedef struct http_config {
     const char *host;         /* numeric address or name; default 127.0.0.1 */
     int port;                 /* 0: an ephemeral port (see http_port) */
     size_t max_body;          /* bytes; larger bodies get the handler with too_large set */
-    unsigned timeout_s;       /* idle connection timeout */
+    unsigned timeout_s;       /* close a connection idle this long (0: 300); MHD does not time
+                                 out a suspended one, so a request waiting for tokens is not idle */
     const char *cors_origin;  /* Access-Control-Allow-Origin on every answer, or NULL */
     http_handler_fn handler;
     http_done_fn done;

@@ -60,6 +60,8 @@ static void usage(void) {
            "  --prompt-cache PATH|off   prompt-state database (default: in the user's cache folder)\n"
            "  --prompt-cache-size SIZE  its size cap, e.g. 4G (default 4G)\n"
            "  --max-body SIZE           largest request body (default 16M)\n"
+           "  -to, --timeout SECONDS    close a connection that sends and receives nothing this\n"
+           "                            long (default 300; a request waiting for tokens is not idle)\n"
            "  --sse-keepalive SECONDS   SSE comment after this much silence (default 5, 0: never)\n");
 }
 
@@ -139,6 +141,7 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
     o->n_threads = pool_default_threads();
     o->queue_max = 64;
     o->max_body = 16u << 20;
+    o->timeout_s = 300;
     o->keepalive_s = 5;
     o->prompt_cache_bytes = 4ull << 30;
     const char *v, *keys = NULL, *key_file = NULL;
@@ -178,6 +181,7 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
             if (!parse_size(v, &b) || b < 1024 || b > (1ull << 32)) { fprintf(stderr, "hearth serve: --max-body wants a size from 1K to 4G\n"); return 2; }
             o->max_body = (size_t)b;
         END
+        else VAL("-to", "--timeout") if (!arg_int("--timeout", v, 1, 86400, &o->timeout_s)) return 2; END
         else VAL("--sse-keepalive", NULL)
             float k;
             if (!arg_float("--sse-keepalive", v, &k) || k < 0) return 2;
@@ -348,7 +352,8 @@ int cmd_serve(int argc, char **argv) {
     s->loop = &st->loop;
     if (gen_events_init(s)) { fprintf(stderr, "hearth serve: cannot set up the event queue\n"); goto loop_out; }
     http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = s->o.max_body,
-                       .cors_origin = s->o.cors_origin, .handler = route_request, .done = access_log, .ud = s };
+                       .timeout_s = (unsigned)s->o.timeout_s, .cors_origin = s->o.cors_origin,
+                       .handler = route_request, .done = access_log, .ud = s };
     char err[512];
     s->http = http_start(&st->loop, &hc, err, sizeof err);
     if (!s->http) {

@@ -24,6 +24,7 @@ typedef struct server_opts {
     const char *prompt_cache;            /* path, "off", or NULL for the default place */
     uint64_t prompt_cache_bytes;
     size_t max_body;
+    int timeout_s;                       /* a connection idle this long is closed */
     double keepalive_s;                  /* SSE comment after this much silence */
     char **api_keys;
     int n_api_keys;

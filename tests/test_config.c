@@ -90,6 +90,7 @@ static void test_table(void) {
     config_env_name(config_find_key("ctx-size"), name, sizeof name);
     CHECK(!strcmp(name, "HEARTH_CTX_SIZE"));
     CHECK(config_find_flag("-np") == config_find_key("parallel"));
+    CHECK(config_find_flag("-to") == config_find_key("timeout"));
     CHECK(config_find_flag("--config") == NULL);
 }
 
@@ -203,6 +204,9 @@ static void test_errors(void) {
     expect_file_error("{\"prompt-cache-size\": true}", "'prompt-cache-size'");
     expect_file_error("{\"sse-keepalive\": -1}", "'sse-keepalive'");
     expect_file_error("{\"sse-keepalive\": \"5\"}", "'sse-keepalive'");
+    expect_file_error("{\"timeout\": 0}", "'timeout'");
+    expect_file_error("{\"timeout\": 86401}", "'timeout'");
+    expect_file_error("{\"timeout\": \"30\"}", "'timeout'");
     expect_file_error("{\"port\": true}", "'port'");
     expect_file_error("{\"host\": 1}", "'host'");
     expect_file_error("{\"host\": [\"a\"]}", "'host'");
@@ -264,6 +268,14 @@ static void test_values(void) {
     CHECK(!strcmp(val(&c, "max-body")->value, "1048576"));
     CHECK(!strcmp(val(&c, "sse-keepalive")->value, "0.5"));
     CHECK(!strcmp(val(&c, "prompt-cache")->value, "off"));
+    config_free(&c);
+    /* the idle timeout: from the file, overridden by -to */
+    write_json("t.json", "{\"timeout\": 30}");
+    CHECKF(load(&c, err, sizeof err, "--config", (char *)path_of("t.json"), (char *)NULL) == 0, "%s", err);
+    CHECK(!strcmp(val(&c, "timeout")->value, "30") && val(&c, "timeout")->src == CFG_SRC_FILE);
+    config_free(&c);
+    CHECKF(load(&c, err, sizeof err, "--config", (char *)path_of("t.json"), "-to", "2", (char *)NULL) == 0, "%s", err);
+    CHECK(!strcmp(val(&c, "timeout")->value, "2") && val(&c, "timeout")->src == CFG_SRC_FLAG);
     config_free(&c);
     CHECK(load(&c, err, sizeof err, "--max-body", "12Q", (char *)NULL) == -1);
     CHECKF(strstr(err, "--max-body") != NULL, "%s", err);

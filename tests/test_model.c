@@ -6,6 +6,8 @@
  * - synthetic models of each architecture: chunked prefill equals one-shot
  *   prefill, and a sequence alone equals the same sequence batched beside
  *   another, bit for bit;
+ * - a loaded model keeps nothing of its file: truncating or rewriting it
+ *   changes no logit, on every kernel path;
  * - model_load names what is wrong in a bad file. */
 #include "test.h"
 #include "../engine/generate.h"
@@ -277,6 +279,79 @@ static void test_rss_after_load(void) {
     model_free(m);
 }
 
+/* ---- the file is closed after load ----------------------------------------- */
+static bool file_mapped(const char *path) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;   /* not Linux: the truncation below still tells */
+    char line[1200];
+    bool hit = false;
+    while (fgets(line, sizeof line, f)) hit |= strstr(line, path) != NULL;
+    fclose(f);
+    return hit;
+}
+
+/* Logits of a few tokens from a fresh generator (into out). */
+static bool eval_tokens(const model *m, hpool *pool, float *out) {
+    int32_t toks[6];
+    for (int i = 0; i < 6; i++) toks[i] = (int32_t)((i * 37 + 5) % m->p.n_vocab);
+    generator *g = gen_new(m, 32, 8, pool);
+    const float *l = g ? gen_eval(g, toks, 6, NULL) : NULL;
+    if (l) memcpy(out, l, sizeof(float) * (size_t)m->p.n_vocab);
+    gen_free(g);
+    return l != NULL;
+}
+
+/* Nothing of a loaded model points into its file (hearth serve keeps
+ * serving while the file is replaced): the file is no longer mapped, and
+ * truncating it (a read of a map past the end of its file is SIGBUS) or
+ * filling it with garbage changes no logit. On every kernel path: one that
+ * does not pack reads every matrix from the copy. */
+static void test_file_released(hpool *pool) {
+    size_t stories_len = 0;
+    char *stories = test_read_file(test_path("models/stories260K.gguf"), &stories_len);
+    if (!stories) SKIP("models/stories260K.gguf not found under %s", test_shared_dir());
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p) || !kernels_force((kern_path_id)p)) continue;
+        for (int c = 0; c < 3; c++) {
+            char path[512], err[512];
+            snprintf(path, sizeof path, "%s/released-%d.gguf", tmpdir, c);
+            if (c == 0) {   /* F32, untied */
+                if (!stories) continue;
+                FILE *f = fopen(path, "wb");
+                CHECK(f && fwrite(stories, 1, stories_len, f) == stories_len);
+                if (f) fclose(f);
+            } else {        /* a tied Q8_0 qwen2 (its embedding read through the packed output), an untied K-quant mix */
+                synth_spec s;
+                synth_spec_default(&s);
+                s.arch = c == 1 ? ARCH_QWEN2 : ARCH_LLAMA; s.mix = c == 1 ? "Q8_0" : "Q4_K_M"; s.tied = c == 1;
+                s.n_embd = 256; s.n_ff = 512; s.seed = 7 + (uint64_t)c;
+                CHECKF(synth_model_write(&s, path, err, sizeof err) == 0, "%s", err);
+            }
+            const char *name = kernels_path_name((kern_path_id)p);
+            model *m = model_load(path, err, sizeof err);
+            CHECKF(m != NULL, "%s: %s", path, err);
+            if (!m) continue;
+            CHECKF(!file_mapped(path), "%s case %d: the file is still mapped after load", name, c);
+            size_t nv = (size_t)m->p.n_vocab;
+            float *a = malloc(sizeof(float) * nv), *b = malloc(sizeof(float) * nv);
+            CHECK(eval_tokens(m, pool, a));
+            CHECK(truncate(path, 0) == 0);
+            CHECK(eval_tokens(m, pool, b));
+            CHECKF(!memcmp(a, b, sizeof(float) * nv), "%s case %d: logits changed after the file was truncated", name, c);
+            FILE *f = fopen(path, "r+b");
+            for (size_t i = 0; f && i < (c ? 1u << 20 : stories_len); i++) fputc(0xa5, f);
+            if (f) fclose(f);
+            CHECK(eval_tokens(m, pool, b));
+            CHECKF(!memcmp(a, b, sizeof(float) * nv), "%s case %d: logits changed after the file was overwritten", name, c);
+            free(a); free(b);
+            model_free(m);
+            unlink(path);
+        }
+    }
+    kernels_select();
+    free(stories);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 static void expect_load_error(gguf_writer *w, const char *name, const char *needle) {
     char path[512], err[512] = "";
@@ -350,6 +425,7 @@ int main(void) {
     test_synthetic(pool);
     test_synthetic_real_vocab(pool);
     test_rss_after_load();
+    test_file_released(pool);
     test_load_errors();
     pool_destroy(pool);
     char cmd[300];
