@@ -1,9 +1,18 @@
 /* OpenAI-style error objects (see errors.h). */
 #include "errors.h"
+#include "utf8.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Messages quote client text: keep them one line (and the access log with
+ * them), and UTF-8 where a precision (%.40s) or the buffer cut a character. */
+static void tidy(char *msg) {
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    utf8_drop_invalid(msg);
+}
 
 bool api_fail(api_error *e, int status, const char *param, const char *code, const char *fmt, ...) {
     e->status = status;
@@ -13,9 +22,7 @@ bool api_fail(api_error *e, int status, const char *param, const char *code, con
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
-    /* messages quote client text: keep them one line (and the access log with them) */
-    for (char *c = e->message; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    tidy(e->message);
     return false;
 }
 
@@ -79,5 +86,6 @@ void respond_error(http_req *r, int status, const char *param, const char *code,
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof e.message, fmt, ap);
     va_end(ap);
+    tidy(e.message);   /* "Not found: %.200s" quotes the decoded path */
     api_error_respond(r, &e);
 }

@@ -138,9 +138,10 @@ static bool push_text(const server *s, ids *a, const char *text, bool add_specia
     return true;
 }
 
+/* The range first: casting a double outside int32_t's (1e10, inf) is undefined. */
 static bool is_id(const cJSON *v, int n_vocab) {
-    return cJSON_IsNumber(v) && v->valuedouble == (double)(int32_t)v->valuedouble && v->valuedouble >= 0 &&
-           v->valuedouble < n_vocab;
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < n_vocab &&
+           v->valuedouble == (double)(int32_t)v->valuedouble;
 }
 
 int prompt_from_field(const server *s, const cJSON *p, bool oai, int32_t **out, char **text, api_error *e) {

@@ -116,7 +116,7 @@ void route_detokenize(server *s, http_req *r, const cJSON *body) {
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
         double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
-        if (d != (double)(int32_t)d || d < 0 || d >= n_vocab) {
+        if (d < 0 || d >= n_vocab || d != (double)(int32_t)d) {   /* range first: the cast of 1e10 is undefined */
             free(ids);
             respond_error(r, 400, "tokens", "invalid_value", "tokens[%d] is not a token id below %d", i, n_vocab);
             return;

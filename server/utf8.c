@@ -37,6 +37,19 @@ bool utf8_valid(const char *s, size_t n) {
     return true;
 }
 
+size_t utf8_drop_invalid(char *s) {
+    size_t n = strlen(s), i = 0, o = 0;
+    while (i < n) {
+        size_t k = seq_len((const unsigned char *)s + i, n - i);
+        if (!k) { i++; continue; }
+        memmove(s + o, s + i, k);
+        o += k;
+        i += k;
+    }
+    s[o] = 0;
+    return o;
+}
+
 char *utf8_sanitize(const char *s, size_t n, size_t *out_len) {
     const unsigned char *p = (const unsigned char *)s;
     char *out = malloc(n * 3 + 1);   /* each bad byte may become 3 */

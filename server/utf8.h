@@ -7,6 +7,9 @@
 
 /* Well-formed UTF-8 (RFC 3629: no overlongs, surrogates or values past U+10FFFF). */
 bool utf8_valid(const char *s, size_t n);
+/* Drops, in place, the bytes of each ill-formed sequence of the string (a
+ * character cut by a "%.40s" precision or a full buffer); the new length. */
+size_t utf8_drop_invalid(char *s);
 /* A malloc'd, NUL-terminated copy with each ill-formed sequence and NUL
  * byte replaced by U+FFFD, so it can go into JSON; NULL without memory. */
 char *utf8_sanitize(const char *s, size_t n, size_t *out_len);

@@ -201,6 +201,10 @@ test('health, models, props, slots', async () => {
 test('routes: 404, 405, OPTIONS, HEAD', async () => {
   const s = await stories();
   assertError(await get(s, '/v1/nothing'), 404, null, '404');
+  // the 404 quotes the decoded path: one line of UTF-8 whatever it holds
+  const odd = await get(s, '/v1/%ff%0a%c3');
+  assertError(odd, 404, null, '404 odd path');
+  assert(!odd.body.includes('\uFFFD') && !/[\x00-\x1f]/.test(odd.json.error.message), `404 odd path: ${odd.body.slice(0, 200)}`);
   const r = await get(s, '/v1/chat/completions');
   assertError(r, 405, null, '405');
   eq(r.headers.allow, 'POST', 'Allow header');
@@ -262,6 +266,13 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
   assertError(await post(s, '/completion', {}), 400, 'prompt', 'no prompt');
   assertError(await post(s, '/tokenize', { content: 5 }), 400, 'content', 'tokenize content');
   assertError(await post(s, '/detokenize', { tokens: [1, -1] }), 400, 'tokens', 'detokenize range');
+  // found by fuzz_prompt: ids past int32 were cast before the range check (UB),
+  // and a quoted role cut at 40 bytes inside a character left invalid UTF-8
+  assertError(await post(s, '/detokenize', { tokens: [1, 1e10] }), 400, 'tokens', 'detokenize 1e10');
+  assertError(await post(s, '/v1/completions', { prompt: [1, 1e10] }), 400, 'prompt', 'prompt id 1e10');
+  const cut = await post(s, '/v1/chat/completions', { messages: [{ role: 'r'.repeat(39) + 'é', content: 'x' }] });
+  assertError(cut, 400, 'messages[0].role', 'role cut mid-character');
+  assert(!cut.body.includes('\uFFFD'), `role cut mid-character: not UTF-8: ${cut.body.slice(0, 200)}`);
   // unknown fields are ignored
   const ok = await post(s, '/v1/chat/completions', { messages: msg, max_tokens: 2, frobnicate: { x: 1 }, user: 'u' });
   eq(ok.status, 200, 'unknown fields ignored');
