@@ -16,7 +16,13 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
-#define MR_MAX 4
+/* Activation rows in one register tile: 6 for the block formats (12 integer
+ * and 12 float accumulators), 4 for the K-quants and Q6_K, whose extra scale
+ * vectors would not fit beside 6. A batch is cut into tiles as equal as
+ * possible (M = 6 is one tile, not 4 + 2), because a small tile pays for
+ * unpacking the weights again with little arithmetic to show for it. */
+#define MR_MAX 6
+INLINE int mr_limit(int fmt) { return kp_is_kquant(fmt) ? 4 : MR_MAX; }
 
 
 INLINE __m512i bcast4(const int8_t *p) {
@@ -229,17 +235,22 @@ INLINE void tile(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR
     else tile_int(pk, pan, a, m0, MR, fmt, y, N);
 }
 
-/* Output rows [n0, n1): pairs of panels, each over all M in tiles of MR_MAX. */
+/* Output rows [n0, n1): pairs of panels, each over all M in near-equal tiles. */
 INLINE void rows_fmt(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int fmt) {
     const kpack *pk = w->packed;
+    const int lim = mr_limit(fmt), tiles = (a->M + lim - 1) / lim;
     for (int64_t pan = n0 / KP_ROWS; pan * KP_ROWS < n1; pan += 2) {
-        int m0 = 0;
-        for (; m0 + MR_MAX <= a->M; m0 += MR_MAX) tile(pk, pan, a, m0, MR_MAX, fmt, y, w->n_out);
-        switch (a->M - m0) {
-        case 3: tile(pk, pan, a, m0, 3, fmt, y, w->n_out); break;
-        case 2: tile(pk, pan, a, m0, 2, fmt, y, w->n_out); break;
-        case 1: tile(pk, pan, a, m0, 1, fmt, y, w->n_out); break;
-        default: break;
+        for (int t = 0, m0 = 0; t < tiles; t++) {
+            int mr = a->M / tiles + (t < a->M % tiles);
+            switch (mr) {
+            case 6: tile(pk, pan, a, m0, 6, fmt, y, w->n_out); break;
+            case 5: tile(pk, pan, a, m0, 5, fmt, y, w->n_out); break;
+            case 4: tile(pk, pan, a, m0, 4, fmt, y, w->n_out); break;
+            case 3: tile(pk, pan, a, m0, 3, fmt, y, w->n_out); break;
+            case 2: tile(pk, pan, a, m0, 2, fmt, y, w->n_out); break;
+            default: tile(pk, pan, a, m0, 1, fmt, y, w->n_out); break;
+            }
+            m0 += mr;
         }
     }
 }

@@ -2,7 +2,7 @@
  * CPU can run and every format:
  *  - kern_matmul == format_dot_q8 / format_dot_f32 per output, within a tight
  *    tolerance and (the x86 paths follow the oracle's accumulation order)
- *    bit for bit; M in {1,2,3,7,16,33}, K and N with tails, pools of 1, 2, 3;
+ *    bit for bit; M in {1,2,3,5,6,7,16,33}, K and N with tails, pools of 1, 2, 3;
  *  - batch invariance: row m through M=1 and through any M, and through any
  *    thread count, bit-identical;
  *  - planted controls: a kernel that drops the last block, and a packed
@@ -164,7 +164,7 @@ static void wrong_kernel_drop_last(const oracle *o, float *y) {
 static hpool *pools[4];
 static kern_scratch scratch;
 
-static const int Ms[] = { 1, 2, 3, 7, 16, 33 };
+static const int Ms[] = { 1, 2, 3, 5, 6, 7, 16, 33 };
 #define M_MAX 33
 
 static int64_t k_list(int type, int i) {
