@@ -27,6 +27,8 @@ const config_setting config_settings[] = {
       "compute threads (default: physical cores)" },
     { "batch", "--batch", "-b", CFG_INT, 1, 1 << 20, NULL, "512", false,
       "tokens per engine step" },
+    { "batch-decoding", "--batch-decoding", NULL, CFG_INT, 1, 1 << 20, NULL, "6", false,
+      "tokens per step while any request is generating" },
     { "queue", "--queue", NULL, CFG_INT, 0, 1 << 20, NULL, "64", false,
       "requests waiting for a slot before 503" },
     { "api-key", "--api-key", NULL, CFG_STRING, 0, 0, NULL, NULL, true,

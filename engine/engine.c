@@ -33,7 +33,7 @@ void engine_config_default(engine_config *c) {
     c->n_slots = 4;
     c->n_ctx = 4096;
     c->n_batch = 512;
-    c->n_batch_decoding = 8;
+    c->n_batch_decoding = 6;
     c->n_threads = pool_default_threads();
     c->queue_max = 64;
     c->prompt_cache_bytes = 4ull << 30;

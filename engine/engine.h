@@ -20,7 +20,7 @@ typedef struct engine_config {
     int n_ctx;                /* per slot, default 4096 */
     int n_batch;              /* token budget per step, default 512 */
     int n_batch_decoding;     /* rows per step (generated + prompt tokens, at least one
-                               * prompt token) while any slot is generating, default 8:
+                               * prompt token) while any slot is generating, default 6:
                                * keeps inter-token latency near one decode step while
                                * a long prompt prefills alongside */
     int n_threads;            /* default: physical cores */

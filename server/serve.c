@@ -49,6 +49,8 @@ static void usage(void) {
            "  -c, --ctx-size N          context length per slot (default 4096, at most the model's)\n"
            "  -t, --threads N           compute threads (default: physical cores)\n"
            "  -b, --batch N             tokens per engine step (default 512)\n"
+           "  --batch-decoding N        tokens per step while any request is generating, so a\n"
+           "                            long prompt beside it does not stall it (default 6)\n"
            "  --queue N                 requests waiting for a slot before 503 (default 64)\n"
            "  --api-key KEY[,KEY...]    require a bearer token (GET /health stays open)\n"
            "  --api-key-file FILE       accepted tokens, one per line\n"
@@ -138,6 +140,7 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
     o->n_parallel = 4;
     o->n_ctx = 4096;
     o->n_batch = 512;
+    o->n_batch_decoding = 6;
     o->n_threads = pool_default_threads();
     o->queue_max = 64;
     o->max_body = 16u << 20;
@@ -156,6 +159,8 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
         else VAL("-c", "--ctx-size") if (!arg_int("--ctx-size", v, 16, 1 << 22, &o->n_ctx)) return 2; END
         else VAL("-t", "--threads") if (!arg_int("--threads", v, 1, 1024, &o->n_threads)) return 2; END
         else VAL("-b", "--batch") if (!arg_int("--batch", v, 1, 1 << 20, &o->n_batch)) return 2; END
+        else VAL("--batch-decoding", NULL)
+            if (!arg_int("--batch-decoding", v, 1, 1 << 20, &o->n_batch_decoding)) return 2; END
         else VAL("--queue", NULL) if (!arg_int("--queue", v, 0, 1 << 20, &o->queue_max)) return 2; END
         else VAL("--api-key", NULL) keys = v; END
         else VAL("--api-key-file", NULL) key_file = v; END
@@ -233,6 +238,7 @@ static int start_engine(serve_state *st) {
     c.n_slots = s->o.n_parallel;
     c.n_ctx = s->n_ctx;
     c.n_batch = s->o.n_batch;
+    c.n_batch_decoding = s->o.n_batch_decoding;
     c.n_threads = s->o.n_threads;
     c.queue_max = s->o.queue_max;
     c.prompt_cache_bytes = s->o.prompt_cache_bytes;

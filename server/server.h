@@ -16,7 +16,7 @@ typedef struct server_opts {
     const char *model_path;   /* NULL: the demo model */
     const char *host;
     int port;
-    int n_parallel, n_ctx, n_batch, n_threads, queue_max;
+    int n_parallel, n_ctx, n_batch, n_batch_decoding, n_threads, queue_max;
     const char *alias;
     const char *cors_origin;
     const char *chat_template;

@@ -91,6 +91,7 @@ static void test_table(void) {
     CHECK(!strcmp(name, "HEARTH_CTX_SIZE"));
     CHECK(config_find_flag("-np") == config_find_key("parallel"));
     CHECK(config_find_flag("-to") == config_find_key("timeout"));
+    CHECK(config_find_flag("--batch-decoding") == config_find_key("batch-decoding"));
     CHECK(config_find_flag("--config") == NULL);
 }
 

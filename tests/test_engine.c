@@ -5,7 +5,8 @@
  * - chunked prefill == one-shot prefill;
  * - cancelling one stream changes nothing in the others;
  * - a prompt reusing a resident prefix == a fresh prefill;
- * and the ways a job ends: max_tokens, stop strings, context full, queue full. */
+ * the ways a job ends: max_tokens, stop strings, context full, queue full;
+ * and the prompt budget while a stream generates (n_batch_decoding). */
 #include "test.h"
 #include "../engine/engine.h"
 #include "../engine/synth_model.h"
@@ -312,6 +313,63 @@ static void test_endings(const model *m) {
     engine_destroy(e);
 }
 
+/* While a stream generates, a long prompt beside it is prefilled at most
+ * n_batch_decoding - 1 tokens per step (the stream takes one row), so the
+ * stream gets a token every step. Returns the engine steps B's 120-token
+ * prefill took and the tokens A got meanwhile. */
+static void decoding_budget_steps(const model *m, int batch_decoding, uint64_t *steps, int *a_tokens) {
+    engine_config c;
+    engine_config_default(&c);
+    c.n_slots = 2; c.n_ctx = 320; c.n_batch = 512; c.n_threads = 2;
+    c.n_batch_decoding = batch_decoding;
+    c.prompt_cache = NULL;
+    char err[256];
+    engine *e = engine_create(m, &c, err, sizeof err);
+    CHECKF(e != NULL, "engine_create: %s", err);
+    if (!e) return;
+    run a, b;
+    run_init(&a, e);
+    run_init(&b, e);
+    job_params pa = greedy(300), pb = greedy(1);
+    submit(e, &a, prompt_d, 7, &pa);
+    for (;;) {   /* until A generates */
+        pthread_mutex_lock(&a.mu);
+        int n = a.n_tokens;
+        pthread_mutex_unlock(&a.mu);
+        if (n >= 2) break;
+        usleep(1000);
+    }
+    engine_stats s0, s1;
+    engine_get_stats(e, &s0);
+    pthread_mutex_lock(&a.mu);
+    int t0 = a.n_tokens;
+    pthread_mutex_unlock(&a.mu);
+    submit(e, &b, prompt_c, 120, &pb);
+    run_wait(&b);
+    engine_get_stats(e, &s1);
+    pthread_mutex_lock(&a.mu);
+    *a_tokens = a.n_tokens - t0;
+    pthread_mutex_unlock(&a.mu);
+    *steps = s1.steps - s0.steps;
+    engine_cancel(e, a.id);
+    run_wait(&a);
+    engine_destroy(e);
+    run_destroy(&a);
+    run_destroy(&b);
+}
+
+static void test_decoding_budget(const model *m) {
+    uint64_t steps = 0;
+    int a_tokens = 0;
+    decoding_budget_steps(m, 4, &steps, &a_tokens);
+    /* 120 prompt tokens at 3 per step: at least 40 steps, A fed in each */
+    CHECKF(steps >= 40, "prefill beside a stream took %llu steps, want >= 40", (unsigned long long)steps);
+    CHECKF(a_tokens >= 38, "the stream got %d tokens during a %llu-step prefill", a_tokens, (unsigned long long)steps);
+    /* control: with the cap off, the same prefill goes in one 512-token step */
+    decoding_budget_steps(m, 0, &steps, &a_tokens);
+    CHECKF(steps <= 3, "control without the cap took %llu steps", (unsigned long long)steps);
+}
+
 int main(void) {
     char dir[] = "/tmp/hearth-test-engine-XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -330,6 +388,7 @@ int main(void) {
         test_chunked_prefill(m);
         test_cancel(m);
         test_endings(m);
+        test_decoding_budget(m);
         model_free(m);
     }
     unlink(path);
