@@ -92,6 +92,27 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
     }
 }
 
+/* ---- SwiGLU: a pool job over pieces of rows ------------------------------ */
+#define SWIGLU_PIECE 2048
+
+typedef struct {
+    float *h;
+    const float *up;
+    int n_ff, pieces;
+    op_swiglu_fn fn;
+} swiglu_job;
+
+static void swiglu_items(void *ctx, int64_t begin, int64_t end, int worker) {
+    (void)worker;
+    const swiglu_job *J = ctx;
+    for (int64_t it = begin; it < end; it++) {
+        int64_t i = it / J->pieces, c0 = it % J->pieces * SWIGLU_PIECE;
+        int len = (int)(J->n_ff - c0 < SWIGLU_PIECE ? J->n_ff - c0 : SWIGLU_PIECE);
+        float *h = J->h + (size_t)i * J->n_ff + c0;
+        J->fn(h, h, J->up + (size_t)i * J->n_ff + c0, len);
+    }
+}
+
 /* ---- the layer -------------------------------------------------------- */
 static void add_bias(float *x, const float *bias, int n_rows, int dim) {
     if (!bias) return;
@@ -139,10 +160,9 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     const hweight *gate_up[2] = { &lw->w_gate, &lw->w_up };
     float *const gate_up_out[2] = { a->hb, a->hb2 };
     kern_matmul_n(2, gate_up, n, a->xb, gate_up_out, &a->scratch, pool);
-    for (int i = 0; i < n; i++) {
-        float *h = a->hb + (size_t)i * p->n_ff;
-        op_swiglu(h, h, a->hb2 + (size_t)i * p->n_ff, p->n_ff);
-    }
+    swiglu_job sj = { a->hb, a->hb2, p->n_ff, (p->n_ff + SWIGLU_PIECE - 1) / SWIGLU_PIECE,
+                      op_swiglu_for(kernels_current()) };
+    pool_run(pool, swiglu_items, &sj, (int64_t)n * sj.pieces, 2);
     kern_matmul(&lw->w_down, n, a->hb, a->xb, &a->scratch, pool);
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
 }

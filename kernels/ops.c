@@ -1,7 +1,8 @@
-/* Non-matmul steps of the forward pass, scalar. Sums run sequentially in
+/* Non-matmul steps of the forward pass, scalar (and the SwiGLU dispatch). Sums run sequentially in
  * float with explicit fmaf() so results do not depend on the compiler's
  * choice to contract a*b+c. */
 #include "ops.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -54,6 +55,14 @@ void op_swiglu(float *out, const float *gate, const float *up, int n) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+op_swiglu_fn op_swiglu_for(int kern_path) {
+#if defined(__x86_64__)
+    if (kern_path == KPATH_AVX512) return op_swiglu_avx512;
+#endif
+    (void)kern_path;
+    return op_swiglu;
 }
 
 /* out += a (the residual add). */

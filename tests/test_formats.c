@@ -9,6 +9,7 @@
 #include "test.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -678,6 +679,21 @@ static void test_ops(void) {
     double worst = 0;
     for (int i = 0; i < N; i++) worst = fmax(worst, fabs(out[i] - ref[i]) / (fabs(ref[i]) + 1e-30));
     CHECKF(worst <= 1e-5, "swiglu rel %g", worst);
+    /* every path's SwiGLU against op_swiglu, tails included (n = 1..N) */
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p)) continue;
+        op_swiglu_fn f = op_swiglu_for(p);
+        double pw = 0;
+        for (int len = 1; len <= N; len += len < 40 ? 1 : 97) {
+            float want[N], got[N];
+            op_swiglu(want, g, w, len);
+            for (int i = 0; i < N; i++) got[i] = NAN;
+            f(got, g, w, len);
+            for (int i = 0; i < len; i++) pw = fmax(pw, fabs(got[i] - want[i]) / (fabs(want[i]) + 1e-30));
+            CHECKF(len == N || isnan(got[len]), "%s swiglu wrote past %d", kernels_path_name((kern_path_id)p), len);
+        }
+        CHECKF(pw <= 1e-6, "%s swiglu rel %g against op_swiglu", kernels_path_name((kern_path_id)p), pw);
+    }
 
     /* add */
     for (int i = 0; i < N; i++) { x[i] = rng_normal(); w[i] = rng_normal(); out[i] = x[i]; }
