@@ -227,7 +227,7 @@ INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, 
     for (int m = 0; m < MR; m++) xr[m] = a->x + (size_t)(m0 + m) * K;
     __m256 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-    const uint8_t *p = kp_panel(pk, pan);
+    const uint8_t *p = kp_quants(pk, pan, 0);   /* plain layout: columns q_bytes apart */
     for (int64_t k = 0; k < K; k++) {
         __m256 w[2];
         for (int h = 0; h < 2; h++) {

@@ -337,7 +337,7 @@ INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, 
         xr[m] = a->x + (size_t)(m0 + m) * K;
         for (int g = 0; g < 4; g++) acc[m][g] = vdupq_n_f32(0.0f);
     }
-    const uint8_t *p = kp_panel(pk, pan);
+    const uint8_t *p = kp_quants(pk, pan, 0);   /* plain layout: columns q_bytes apart */
     for (int64_t k = 0; k < K; k++) {
         float32x4_t w[4];
         for (int g = 0; g < 4; g++) {

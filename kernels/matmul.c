@@ -562,7 +562,15 @@ static void free_zeroed(void *p, size_t size) {
 #endif
 }
 
-kpack *kern_pack(const hweight *w, bool q6_crumbs) {
+/* The packer's writable views of kp_quants / kp_scales. */
+static uint8_t *unit_quants(kpack *p, int64_t panel, int64_t unit) {
+    return p->data + (kp_quants(p, panel, unit) - p->data);
+}
+static uint8_t *unit_scales(kpack *p, int64_t panel, int64_t unit) {
+    return p->data + (kp_scales(p, panel, unit) - p->data);
+}
+
+kpack *kern_pack(const hweight *w, bool q6_crumbs, bool pairs_interleaved) {
     pack_fmt pf;
     if (!pack_fmt_of(w->type, &pf) || w->n_in <= 0 || w->n_out <= 0 || w->n_in % pf.unit) return NULL;
     if (w->row_bytes != format_row_bytes(w->type, w->n_in)) return NULL;
@@ -570,6 +578,7 @@ kpack *kern_pack(const hweight *w, bool q6_crumbs) {
     if (!p) return NULL;
     p->type = w->type;
     p->q6_crumbs = q6_crumbs && w->type == FMT_Q6_K;
+    p->pairs_interleaved = pairs_interleaved;
     p->n_in = w->n_in;
     p->n_out = w->n_out;
     p->n_panels = (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS * (KP_UNIT_ROWS / KP_ROWS);
@@ -589,7 +598,6 @@ kpack *kern_pack(const hweight *w, bool q6_crumbs) {
      * while its 16 rows are written into it. */
     size_t ub = pf.unit == 1 ? 0 : format_get(w->type)->block_bytes * (size_t)(pf.unit / format_get(w->type)->block_elems);
     for (int64_t panel = 0; panel * KP_ROWS < w->n_out; panel++) {
-        uint8_t *pbase = p->data + (size_t)panel * p->panel_bytes;
         int rows = w->n_out - panel * KP_ROWS < KP_ROWS ? (int)(w->n_out - panel * KP_ROWS) : KP_ROWS;
         const uint8_t *src = w->data + (size_t)(panel * KP_ROWS) * w->row_bytes;
         if (pf.unit == 1) {
@@ -599,11 +607,9 @@ kpack *kern_pack(const hweight *w, bool q6_crumbs) {
                 int64_t k1 = k0 + 64 < w->n_in ? k0 + 64 : w->n_in;
                 for (int r = 0; r < rows; r++) {
                     const uint8_t *srow = src + (size_t)r * w->row_bytes;
-                    if (w->type == FMT_F32) {
-                        for (int64_t k = k0; k < k1; k++) memcpy(pbase + 4 * (KP_ROWS * k + r), srow + 4 * k, 4);
-                    } else {
-                        for (int64_t k = k0; k < k1; k++) memcpy(pbase + 2 * (KP_ROWS * k + r), srow + 2 * k, 2);
-                    }
+                    size_t es = float_size(w->type);
+                    for (int64_t k = k0; k < k1; k++)
+                        memcpy(unit_quants(p, panel, k) + es * (size_t)r, srow + es * (size_t)k, es);
                 }
             }
             continue;
@@ -612,12 +618,10 @@ kpack *kern_pack(const hweight *w, bool q6_crumbs) {
         for (int64_t u = 0; u < p->units; u++)
             for (int r = 0; r < rows; r++) {
                 const uint8_t *blk = src + (size_t)r * w->row_bytes + (size_t)u * ub;
-                uint8_t *qd = pbase + (size_t)u * p->q_bytes;
-                uint8_t *sd = pbase + (size_t)p->units * p->q_bytes + (size_t)u * p->s_bytes;
+                uint8_t *qd = unit_quants(p, panel, u), *sd = unit_scales(p, panel, u);
                 if (pack_fast(w->type, blk, qd, sd, r)) continue;
                 decode_unit(w->type, blk, &v);
-                put_row_unit(w->type, &pf, p->q6_crumbs, pbase + (size_t)u * p->q_bytes,
-                             pbase + (size_t)p->units * p->q_bytes + (size_t)u * p->s_bytes, r, &v);
+                put_row_unit(w->type, &pf, p->q6_crumbs, qd, sd, r, &v);
             }
     }
     return p;
@@ -636,11 +640,10 @@ static void pack_get_row(const kpack *p, int64_t row, float *out) {
     pack_fmt_of(p->type, &pf);
     int r = (int)(row % KP_ROWS);
     if (pf.unit == 1) {
-        const uint8_t *pbase = kp_panel(p, row / KP_ROWS);
         size_t es = float_size(p->type);
         uint8_t buf[4];
         for (int64_t k = 0; k < p->n_in; k++) {
-            memcpy(buf, pbase + (size_t)k * p->q_bytes + (size_t)r * es, es);
+            memcpy(buf, kp_quants(p, row / KP_ROWS, k) + (size_t)r * es, es);
             format_dequantize_row(p->type, buf, out + k, 1);
         }
         return;
@@ -679,7 +682,7 @@ int kern_prepare_weight(hweight *w) {
     kern_path_id id = kernels_current();
     const kern_path *path = kern_path_get(id);
     if (!path || !path->packs(w->type)) return 0;
-    kpack *p = kern_pack(w, path->q6_crumbs);
+    kpack *p = kern_pack(w, path->q6_crumbs, path->pairs_interleaved);
     if (!p) {
         pack_fmt pf;
         if (pack_fmt_of(w->type, &pf) && w->n_in % pf.unit == 0 && w->row_bytes == format_row_bytes(w->type, w->n_in))

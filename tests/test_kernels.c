@@ -266,17 +266,17 @@ static void test_shape(kern_path_id id, int type, int64_t K, int64_t N) {
 
 /* ---- both layout variants round-trip ----------------------------------- */
 
-/* Every format through kern_pack in both Q6_K variants (planes for NEON,
- * crumbs for x86), whatever path this CPU runs: the packed bytes must give
- * back every row exactly. */
+/* Every format through kern_pack in every layout variant (Q6_K planes for
+ * NEON, crumbs for x86; panels apart or pairs interleaved), whatever path
+ * this CPU runs: the packed bytes must give back every row exactly. */
 static void test_layouts(void) {
     for (int ti = 0; ti < N_TYPES; ti++)
-        for (int crumbs = 0; crumbs < 2; crumbs++) {
-            int type = all_types[ti];
+        for (int variant = 0; variant < 4; variant++) {
+            int type = all_types[ti], crumbs = variant & 1, inter = variant >> 1;
             int64_t K = k_list(type, 2), N = 37;
             uint8_t *data = make_weight(type, K, N);
             hweight w = { .type = type, .n_in = K, .n_out = N, .data = data, .row_bytes = format_row_bytes(type, K) };
-            w.packed = kern_pack(&w, crumbs);
+            w.packed = kern_pack(&w, crumbs, inter);
             CHECK(w.packed != NULL);
             float *r1 = malloc(sizeof(float) * (size_t)K), *r2 = malloc(sizeof(float) * (size_t)K);
             int bad = 0;
@@ -285,7 +285,22 @@ static void test_layouts(void) {
                 format_dequantize_row(type, data + w.row_bytes * (size_t)n, r2, K);
                 bad += memcmp(r1, r2, sizeof(float) * (size_t)K) != 0;
             }
-            CHECKF(bad == 0, "%s crumbs=%d: %d rows differ after packing", format_name(type), crumbs, bad);
+            CHECKF(bad == 0, "%s crumbs=%d interleaved=%d: %d rows differ after packing",
+                   format_name(type), crumbs, inter, bad);
+            /* Where an interleaved pair puts each part: one forward stream
+             * (the speed-up is measured, the layout is what is checked). */
+            const kpack *pk = w.packed;
+            if (pk && inter && pk->units > 1) {
+                size_t qb = pk->q_bytes, sb = pk->s_bytes;
+                CHECK(kp_quants(pk, 1, 0) == kp_quants(pk, 0, 0) + qb);
+                CHECK(kp_quants(pk, 0, 1) == kp_quants(pk, 0, 0) + 2 * (qb + sb));
+                if (sb) {
+                    CHECK(kp_scales(pk, 0, 0) == kp_quants(pk, 0, 0) + 2 * qb);
+                    CHECK(kp_scales(pk, 1, 1) == kp_quants(pk, 0, 1) + 2 * qb + sb);
+                    CHECK((uintptr_t)kp_scales(pk, 1, 1) % 32 == 0);   /* aligned fp16 loads */
+                }
+                CHECK((uintptr_t)kp_quants(pk, 1, 1) % (qb < 64 ? qb : 64) == 0);   /* F16/BF16 columns: 32 B */
+            }
             kern_pack_free(w.packed);
             free(r1); free(r2); free(data);
         }
@@ -416,6 +431,10 @@ int main(void) {
     CHECK(kernels_current() == best);
     printf("cpu: %s; selected path: %s\n", kernels_cpu_summary(), kernels_path_name(best));
     test_layouts();
+#if defined(__x86_64__)
+    /* The AVX-512 tiles read both panels of a pair: they pack them interleaved. */
+    CHECK(kern_path_avx512.pairs_interleaved && !kern_path_avx2.pairs_interleaved);
+#endif
 
     for (int p = 0; p < KPATH_COUNT; p++) {
         kern_path_id id = (kern_path_id)p;
