@@ -258,8 +258,7 @@ static int slot_restore(engine *e, slot *sl, int have) {
         size_t off = (size_t)(have - i * B), n = (size_t)B - off;
         for (int l = 0; l < e->kv.n_layer; l++) {
             const uint8_t *K = v.kv + (size_t)l * 2 * B * row, *V = K + (size_t)B * row;
-            memcpy(kv_k_at(&e->kv, l, sl->id, i * B + (int)off), K + off * row, n * row);
-            memcpy(kv_v_at(&e->kv, l, sl->id, i * B + (int)off), V + off * row, n * row);
+            kv_rows_put(&e->kv, l, sl->id, i * B + (int)off, (int)n, K + off * row, V + off * row);
         }
         have = (i + 1) * B;   /* slot_store touches it with the job's stamp */
         blocks++;
@@ -290,10 +289,8 @@ static void slot_store(engine *e, slot *sl) {
         if (r < 0) { sl->n_stored = INT_MAX; return; }
         if (r == 0) prompt_cache_touch(e->pc, &sl->store_key, sl->stamp);
         if (r > 0) {
-            for (int l = 0; l < e->kv.n_layer; l++) {
-                memcpy(dst + (size_t)l * 2 * rows, kv_k_at(&e->kv, l, sl->id, i * B), rows);
-                memcpy(dst + (size_t)l * 2 * rows + rows, kv_v_at(&e->kv, l, sl->id, i * B), rows);
-            }
+            for (int l = 0; l < e->kv.n_layer; l++)
+                kv_rows_get(&e->kv, l, sl->id, i * B, B, dst + (size_t)l * 2 * rows, dst + (size_t)l * 2 * rows + rows);
             prompt_cache_store_commit(e->pc, it);
         }
         sl->n_stored++;

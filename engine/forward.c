@@ -85,10 +85,10 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
         if (G > ATTN_GROUP_MAX) G = ATTN_GROUP_MAX;
         int slot = J->b->slot[i], pos = J->b->pos[i];
         const float *q = J->a->q + (size_t)i * q_dim + (size_t)h0 * hd;
-        const uint16_t *k = kv_k_at(J->kv, J->layer, slot, 0) + (size_t)kvh * hd;
-        const uint16_t *v = kv_v_at(J->kv, J->layer, slot, 0) + (size_t)kvh * hd;
+        const uint16_t *k = kv_k_head(J->kv, J->layer, slot, kvh, 0);
+        const uint16_t *v = kv_v_head(J->kv, J->layer, slot, kvh, 0);
         float *out = J->a->att + (size_t)i * q_dim + (size_t)h0 * hd;
-        J->attend(q, G, k, v, (size_t)J->kv->kv_dim, pos + 1, hd, scale, scores, out);
+        J->attend(q, G, k, v, (size_t)hd, pos + 1, hd, scale, scores, out);
     }
 }
 
@@ -146,8 +146,10 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
         float *q = a->q + (size_t)i * q_dim, *k = a->k + (size_t)i * kv_dim, *v = a->v + (size_t)i * kv_dim;
         op_rope(q, p->n_head, hd, p->n_rot, b->pos[i], p->rope_base, p->rope_neox, m->rope_freqs);
         op_rope(k, p->n_head_kv, hd, p->n_rot, b->pos[i], p->rope_base, p->rope_neox, m->rope_freqs);
-        uint16_t *kc = kv_k_at(kv, il, b->slot[i], b->pos[i]), *vc = kv_v_at(kv, il, b->slot[i], b->pos[i]);
-        for (int d = 0; d < kv_dim; d++) { kc[d] = f32_to_fp16(k[d]); vc[d] = f32_to_fp16(v[d]); }
+        for (int h = 0; h < p->n_head_kv; h++) {
+            uint16_t *kc = kv_k_head(kv, il, b->slot[i], h, b->pos[i]), *vc = kv_v_head(kv, il, b->slot[i], h, b->pos[i]);
+            for (int d = 0; d < hd; d++) { kc[d] = f32_to_fp16(k[h * hd + d]); vc[d] = f32_to_fp16(v[h * hd + d]); }
+        }
     }
     int group = p->n_head / p->n_head_kv;
     attn_job J = { m, kv, a, b, il, (group + ATTN_GROUP_MAX - 1) / ATTN_GROUP_MAX, attn_group_for(kernels_current()) };

@@ -9,10 +9,13 @@
 
 struct hpool;
 
-/* Per-slot, per-layer KV cache, fp16. n_ctx is per slot. */
+/* Per-slot, per-layer KV cache, fp16. n_ctx is per slot. Each KV head keeps
+ * its positions contiguous ([layer][slot][kv_head][pos][head_dim]), so
+ * attention, which reads one KV head over every position, streams forward
+ * instead of taking head_dim values out of every kv_dim-wide row. */
 typedef struct kv_cache {
-    int n_slots, n_ctx, n_layer, kv_dim;
-    uint16_t *k, *v;     /* [layer][slot][pos][kv_dim] */
+    int n_slots, n_ctx, n_layer, n_head_kv, head_dim, kv_dim;
+    uint16_t *k, *v;
 } kv_cache;
 
 int kv_cache_init(kv_cache *kv, const model *m, int n_slots, int n_ctx);
@@ -20,9 +23,15 @@ void kv_cache_free(kv_cache *kv);
 uint64_t kv_cache_bytes(const kv_cache *kv);
 /* Copy positions [0, n) of slot src into slot dst (prefix reuse). */
 void kv_cache_copy(kv_cache *kv, int dst, int src, int n);
-/* Row of kv_dim fp16 values for (layer, slot, pos). */
-uint16_t *kv_k_at(kv_cache *kv, int layer, int slot, int pos);
-uint16_t *kv_v_at(kv_cache *kv, int layer, int slot, int pos);
+/* head_dim fp16 values of (layer, slot, KV head, pos); the next position's
+ * follow them. */
+uint16_t *kv_k_head(kv_cache *kv, int layer, int slot, int head, int pos);
+uint16_t *kv_v_head(kv_cache *kv, int layer, int slot, int head, int pos);
+/* Positions [pos, pos + n) of (layer, slot) as rows of kv_dim values (every
+ * head of a position together), the prompt cache's block layout: out of the
+ * cache into k and v, or from k and v into it (any alignment: byte copies). */
+void kv_rows_get(const kv_cache *kv, int layer, int slot, int pos, int n, void *k, void *v);
+void kv_rows_put(kv_cache *kv, int layer, int slot, int pos, int n, const void *k, const void *v);
 
 /* One batch: token i goes to slot[i] at position pos[i]; rows with
  * want_logits[i] get a row of logits (in batch order). Tokens of one slot
