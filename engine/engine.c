@@ -460,8 +460,11 @@ static int pack_batch(engine *e, int *n_rows) {
 static void slot_sample(engine *e, slot *sl, const float *row) {
     job *j = sl->job;
     int n_vocab = e->m->p.n_vocab;
-    memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
-    int32_t tok = sampler_sample(sl->smp, e->work);
+    int32_t tok = sampler_greedy(sl->smp, row);   /* the common case, without a copy */
+    if (tok < 0) {
+        memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
+        tok = sampler_sample(sl->smp, e->work);
+    }
     double t = now_ms();
     if (!sl->t_first) sl->t_first = t;
     sl->n_generated++;

@@ -306,6 +306,40 @@ static int top_p_cut(sampler *s, int nc, float mx, double p) {
     return m;
 }
 
+int32_t sampler_greedy(const sampler *s, const float *logits) {
+    if (!s || !logits || s->p.temperature > 0.0f || s->n_bias) return -1;
+    float rp = s->p.repeat_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
+    bool penalties = (rp > 0.0f && isfinite(rp) && rp != 1.0f) || (isfinite(fp) && fp != 0.0f) ||
+                     (isfinite(pp) && pp != 0.0f);
+    if (penalties && s->n_uniq) return -1;
+    /* sampler_sample's answer here: the first index of the largest sane()
+     * value (all -inf: 0). One pass over 8 independent lanes, each keeping
+     * its largest value and where it first saw it (strict >, so ties keep
+     * the lower index; +0 and -0 compare equal, as they do there); then the
+     * lowest index among the lanes that hold the overall largest. */
+    int n = s->n_vocab;
+    float best[8];
+    int at[8];
+    for (int j = 0; j < 8; j++) { best[j] = -INFINITY; at[j] = -1; }
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) {
+            float v = sane(logits[i + j]);
+            if (v > best[j]) { best[j] = v; at[j] = i + j; }
+        }
+    for (; i < n; i++) {
+        float v = sane(logits[i]);
+        int j = i % 8;
+        if (v > best[j]) { best[j] = v; at[j] = i; }
+    }
+    float mx = -INFINITY;
+    for (int j = 0; j < 8; j++) mx = best[j] > mx ? best[j] : mx;
+    int32_t first = -1;
+    for (int j = 0; j < 8; j++)
+        if (at[j] >= 0 && best[j] == mx && (first < 0 || at[j] < first)) first = at[j];
+    return first < 0 ? 0 : first;
+}
+
 int32_t sampler_sample(sampler *s, float *logits) {
     if (!s || !logits) return 0;
     int n = s->n_vocab;

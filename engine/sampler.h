@@ -32,6 +32,10 @@ void sampler_accept(sampler *s, int32_t token);
 void sampler_reset(sampler *s);
 /* Pick the next token. logits (n_vocab) may be modified. */
 int32_t sampler_sample(sampler *s, float *logits);
+/* The same token as sampler_sample for a greedy sampler without logit_bias
+ * or active penalties, read from the row as it is (no copy, one pass that
+ * does not wait on a compare per token); -1 for every other sampler. */
+int32_t sampler_greedy(const sampler *s, const float *logits);
 /* Added by the sampler: the first two stages of sampler_sample (logit_bias,
  * then the penalties of the current window) applied in place; for tests and
  * for callers that want the adjusted logits. */

@@ -7,6 +7,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define NV 12
@@ -115,6 +116,63 @@ static void test_greedy(void) {
     l[9] = 0.5f;
     CHECK(sampler_sample(s, l) == 9);
     sampler_free(s);
+}
+
+/* sampler_greedy against sampler_sample on the same rows: NaN, +-inf,
+ * ties, signed zeros, all -inf, odd lengths; and -1 where it does not apply
+ * (temperature, logit_bias, penalties after a token). */
+static void test_greedy_fast(void) {
+    static const int sizes[] = { 1, 7, 8, 9, 33, 1000, 151936 };
+    int bad = 0, cases = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int n = sizes[si];
+        sampler_params p = base();
+        p.temperature = 0.0f;
+        sampler *s = sampler_new(&p, n);
+        float *row = malloc(sizeof(float) * (size_t)n), *w = malloc(sizeof(float) * (size_t)n);
+        for (int rep = 0; rep < 40; rep++) {
+            for (int i = 0; i < n; i++) {
+                lcg = lcg * 1664525u + 1013904223u;
+                uint32_t r = lcg >> 8;
+                row[i] = (float)((int)(r % 7) - 3) * 0.5f;          /* many ties */
+                if (rep % 5 == 1 && r % 13 == 0) row[i] = NAN;
+                if (rep % 5 == 2 && r % 29 == 0) row[i] = INFINITY;
+                if (rep % 5 == 3) row[i] = (r & 1) ? -0.0f : 0.0f;
+                if (rep % 5 == 4) row[i] = (r % 3) ? -INFINITY : NAN;   /* nothing finite */
+            }
+            if (rep == 10) row[n - 1] = 100.0f;                  /* the maximum in the tail */
+            memcpy(w, row, sizeof(float) * (size_t)n);
+            int32_t want = sampler_sample(s, w), got = sampler_greedy(s, row);
+            bad += want != got;
+            cases++;
+        }
+        /* not greedy-as-is: -1 */
+        sampler_params pt = base();
+        pt.temperature = 0.7f;
+        sampler *st = sampler_new(&pt, n);
+        CHECK(sampler_greedy(st, row) == -1);
+        sampler_free(st);
+        logit_bias_entry lb = { 0, 1.0f };
+        sampler_params pb = base();
+        pb.temperature = 0.0f;
+        pb.logit_bias = &lb;
+        pb.n_logit_bias = 1;
+        sampler *sb = sampler_new(&pb, n);
+        CHECK(sampler_greedy(sb, row) == -1);
+        sampler_free(sb);
+        sampler_params pr = base();
+        pr.temperature = 0.0f;
+        pr.repeat_penalty = 1.3f;
+        pr.penalty_last_n = -1;
+        sampler *sr = sampler_new(&pr, n);
+        CHECK(sampler_greedy(sr, row) >= 0);    /* no token seen yet: nothing to penalise */
+        sampler_accept(sr, 0);
+        CHECK(sampler_greedy(sr, row) == -1);
+        sampler_free(sr);
+        sampler_free(s);
+        free(row); free(w);
+    }
+    CHECKF(bad == 0, "sampler_greedy differs from sampler_sample in %d of %d rows", bad, cases);
 }
 
 static void test_temperature(void) {
@@ -615,6 +673,7 @@ static void test_big_vocab(void) {
 
 int main(void) {
     test_greedy();
+    test_greedy_fast();
     test_temperature();
     test_top_k();
     test_top_p();
