@@ -632,6 +632,22 @@ async function slowModel() {
 }
 const longPrompt = (n) => Array.from({ length: n }, (_, i) => 3 + ((i * 7) % 500));
 
+// The same shape with a 32768-token context, for a stream that must still be
+// running when the test acts on it: slowModel's 6000 tokens take about 2 s,
+// which a test process starved by other tests can miss.
+let LONG = null;
+async function longContextModel() {
+  if (LONG) return LONG;
+  const out = path.join(TMP, 'long.gguf');
+  await new Promise((res, rej) => {
+    const p = spawn(BIN, ['mkmodel', '-o', out, '--arch', 'llama', '--embd', '256', '--layers', '4', '--heads', '4',
+      '--kv-heads', '4', '--ff', '768', '--vocab', '512', '--ctx', '32768', '--mix', 'Q8_0', '--seed', '5'], { stdio: 'inherit' });
+    p.on('exit', (c) => (c === 0 ? res() : rej(new AssertionError(`mkmodel exit ${c}`))));
+  });
+  LONG = out;
+  return out;
+}
+
 test('disconnect in prefill and in decode frees the slot', async () => {
   const s = await startServer(['-np', '1', '-c', '8192', '-b', '16', '--sse-keepalive', '0'], await slowModel());
   const busy = async () => (await slots(s))[0].is_processing;
@@ -689,8 +705,8 @@ test('queue full: 503 with Retry-After', async () => {
 });
 
 test('shutdown with a stream running: error event, exit 0', async () => {
-  const s = await startServer(['-np', '1', '-c', '8192', '-b', '16'], await slowModel());
-  const c = rawRequest(s.port, 'POST', '/v1/completions', { prompt: longPrompt(20), max_tokens: 6000, stream: true });
+  const s = await startServer(['-np', '1', '-c', '32768', '-b', '16'], await longContextModel());
+  const c = rawRequest(s.port, 'POST', '/v1/completions', { prompt: longPrompt(20), max_tokens: 32000, stream: true });
   await waitFor(() => (c.data.match(/data: /g) || []).length > 3, 20000, 'streaming');
   await stopClean(s);
   await waitFor(() => c.closed, 5000, 'the stream closed');
@@ -698,9 +714,9 @@ test('shutdown with a stream running: error event, exit 0', async () => {
   assert(/shutting down/.test(s.err), 'log says so');
   if (!OpenAI) return;
   // the openai client turns the error event into an exception
-  const s2 = await startServer(['-np', '1', '-c', '8192', '-b', '16'], await slowModel());
+  const s2 = await startServer(['-np', '1', '-c', '32768', '-b', '16'], await longContextModel());
   const client = new OpenAI({ baseURL: s2.base + '/v1', apiKey: 'x', maxRetries: 0 });
-  const stream = await client.completions.create({ model: 'slow', prompt: longPrompt(20), max_tokens: 6000, stream: true });
+  const stream = await client.completions.create({ model: 'long', prompt: longPrompt(20), max_tokens: 32000, stream: true });
   let n = 0, err = null, stopping = null;
   try {
     for await (const ch of stream) if (++n === 3) stopping = s2.stop();
