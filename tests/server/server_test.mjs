@@ -618,35 +618,25 @@ test('no --model: the demo model', async () => {
 });
 
 // ---- a slow model for prefill/decode timing ------------------------------------------
-let SLOW = null;
-async function slowModel() {
-  if (SLOW) return SLOW;
-  const out = path.join(TMP, 'slow.gguf');
+// One small llama shape, written once per context length asked for.
+const SMALL = new Map();
+async function smallModel(name, ctx) {
+  if (SMALL.has(name)) return SMALL.get(name);
+  const out = path.join(TMP, `${name}.gguf`);
   await new Promise((res, rej) => {
     const p = spawn(BIN, ['mkmodel', '-o', out, '--arch', 'llama', '--embd', '256', '--layers', '4', '--heads', '4',
-      '--kv-heads', '4', '--ff', '768', '--vocab', '512', '--ctx', '8192', '--mix', 'Q8_0', '--seed', '5'], { stdio: 'inherit' });
+      '--kv-heads', '4', '--ff', '768', '--vocab', '512', '--ctx', String(ctx), '--mix', 'Q8_0', '--seed', '5'], { stdio: 'inherit' });
     p.on('exit', (c) => (c === 0 ? res() : rej(new AssertionError(`mkmodel exit ${c}`))));
   });
-  SLOW = out;
+  SMALL.set(name, out);
   return out;
 }
-const longPrompt = (n) => Array.from({ length: n }, (_, i) => 3 + ((i * 7) % 500));
-
+const slowModel = () => smallModel('slow', 8192);
 // The same shape with a 32768-token context, for a stream that must still be
 // running when the test acts on it: slowModel's 6000 tokens take about 2 s,
 // which a test process starved by other tests can miss.
-let LONG = null;
-async function longContextModel() {
-  if (LONG) return LONG;
-  const out = path.join(TMP, 'long.gguf');
-  await new Promise((res, rej) => {
-    const p = spawn(BIN, ['mkmodel', '-o', out, '--arch', 'llama', '--embd', '256', '--layers', '4', '--heads', '4',
-      '--kv-heads', '4', '--ff', '768', '--vocab', '512', '--ctx', '32768', '--mix', 'Q8_0', '--seed', '5'], { stdio: 'inherit' });
-    p.on('exit', (c) => (c === 0 ? res() : rej(new AssertionError(`mkmodel exit ${c}`))));
-  });
-  LONG = out;
-  return out;
-}
+const longContextModel = () => smallModel('long', 32768);
+const longPrompt = (n) => Array.from({ length: n }, (_, i) => 3 + ((i * 7) % 500));
 
 test('disconnect in prefill and in decode frees the slot', async () => {
   const s = await startServer(['-np', '1', '-c', '8192', '-b', '16', '--sse-keepalive', '0'], await slowModel());
