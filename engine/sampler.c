@@ -199,15 +199,22 @@ void sampler_accept(sampler *s, int32_t token) {
 
 /* ---- the chain ----------------------------------------------------------- */
 
+/* The penalties as applied: out-of-range values turned off. False when all
+ * three are off. */
+static bool penalty_values(const sampler *s, float *rp, float *fp, float *pp) {
+    *rp = s->p.repeat_penalty, *fp = s->p.frequency_penalty, *pp = s->p.presence_penalty;
+    if (!(*rp > 0.0f) || !isfinite(*rp)) *rp = 1.0f;      /* <= 0, NaN, inf: off */
+    if (!isfinite(*fp)) *fp = 0.0f;
+    if (!isfinite(*pp)) *pp = 0.0f;
+    return !(*rp == 1.0f && *fp == 0.0f && *pp == 0.0f);
+}
+
 void sampler_apply_bias_penalties(const sampler *s, float *logits) {
     if (!s || !logits) return;
     for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
 
-    float rp = s->p.repeat_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
-    if (!(rp > 0.0f) || !isfinite(rp)) rp = 1.0f;      /* <= 0, NaN, inf: off */
-    if (!isfinite(fp)) fp = 0.0f;
-    if (!isfinite(pp)) pp = 0.0f;
-    if (rp == 1.0f && fp == 0.0f && pp == 0.0f) return;
+    float rp, fp, pp;
+    if (!penalty_values(s, &rp, &fp, &pp)) return;
     for (int i = 0; i < s->n_uniq; i++) {
         int32_t t = s->uniq[i];
         float l = logits[t];
@@ -308,10 +315,8 @@ static int top_p_cut(sampler *s, int nc, float mx, double p) {
 
 int32_t sampler_greedy(const sampler *s, const float *logits) {
     if (!s || !logits || s->p.temperature > 0.0f || s->n_bias) return -1;
-    float rp = s->p.repeat_penalty, fp = s->p.frequency_penalty, pp = s->p.presence_penalty;
-    bool penalties = (rp > 0.0f && isfinite(rp) && rp != 1.0f) || (isfinite(fp) && fp != 0.0f) ||
-                     (isfinite(pp) && pp != 0.0f);
-    if (penalties && s->n_uniq) return -1;
+    float rp, fp, pp;
+    if (penalty_values(s, &rp, &fp, &pp) && s->n_uniq) return -1;
     /* sampler_sample's answer here: the first index of the largest sane()
      * value (all -inf: 0). One pass over 8 independent lanes, each keeping
      * its largest value and where it first saw it (strict >, so ties keep
