@@ -13,6 +13,7 @@ struct fwd_arena {
     int max_batch, n_ctx, max_threads;
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
     float *scores;            /* [max_threads][ATTN_GROUP_MAX][n_ctx] */
+    float *rope;              /* [max_batch][n_rot]: each row's rope cos and sin, once per pass */
     kern_scratch scratch;
 };
 
@@ -38,10 +39,11 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
     a->hb2 = malloc(B * imax(p->n_ff, wide) * sizeof(float));
     a->xo = malloc(B * p->n_embd * sizeof(float));
     a->scores = malloc((size_t)a->max_threads * ATTN_GROUP_MAX * n_ctx * sizeof(float));
+    a->rope = malloc(B * imax(p->n_rot, 1) * sizeof(float));
     a->scratch.size = kern_scratch_bytes(max_batch, imax(imax(p->n_embd, p->n_ff), q_dim));
     a->scratch.buf = malloc(a->scratch.size ? a->scratch.size : 1);
     if (!a->x || !a->xb || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->hb2 ||
-        !a->xo || !a->scores || !a->scratch.buf) {
+        !a->xo || !a->scores || !a->rope || !a->scratch.buf) {
         fwd_arena_free(a);
         return NULL;
     }
@@ -51,7 +53,7 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
 void fwd_arena_free(fwd_arena *a) {
     if (!a) return;
     free(a->x); free(a->xb); free(a->q); free(a->k); free(a->v); free(a->att);
-    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->scratch.buf);
+    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->rope); free(a->scratch.buf);
     free(a);
 }
 
@@ -142,13 +144,16 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     add_bias(a->v, lw->bv, n, kv_dim);
     head_norms(a->q, lw->q_norm, n, p->n_head, hd, p->rms_eps);
     head_norms(a->k, lw->k_norm, n, p->n_head_kv, hd, p->rms_eps);
+    op_rope_apply_fn rope = op_rope_apply_for(kernels_current());
+    op_to_fp16_fn to_fp16 = op_to_fp16_for(kernels_current());
     for (int i = 0; i < n; i++) {
         float *q = a->q + (size_t)i * q_dim, *k = a->k + (size_t)i * kv_dim, *v = a->v + (size_t)i * kv_dim;
-        op_rope(q, p->n_head, hd, p->n_rot, b->pos[i], p->rope_base, p->rope_neox, m->rope_freqs);
-        op_rope(k, p->n_head_kv, hd, p->n_rot, b->pos[i], p->rope_base, p->rope_neox, m->rope_freqs);
+        const float *cs = a->rope + (size_t)i * p->n_rot;
+        rope(q, p->n_head, hd, p->n_rot, p->rope_neox, cs);
+        rope(k, p->n_head_kv, hd, p->n_rot, p->rope_neox, cs);
         for (int h = 0; h < p->n_head_kv; h++) {
-            uint16_t *kc = kv_k_head(kv, il, b->slot[i], h, b->pos[i]), *vc = kv_v_head(kv, il, b->slot[i], h, b->pos[i]);
-            for (int d = 0; d < hd; d++) { kc[d] = f32_to_fp16(k[h * hd + d]); vc[d] = f32_to_fp16(v[h * hd + d]); }
+            to_fp16(kv_k_head(kv, il, b->slot[i], h, b->pos[i]), k + h * hd, hd);
+            to_fp16(kv_v_head(kv, il, b->slot[i], h, b->pos[i]), v + h * hd, hd);
         }
     }
     int group = p->n_head / p->n_head_kv;
@@ -184,7 +189,10 @@ int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
     if (!batch_valid(m, kv, a, b)) return -1;
     const model_params *p = &m->p;
     int E = p->n_embd;
-    for (int i = 0; i < b->n; i++) kern_get_row(&m->tok_embd, b->token[i], a->x + (size_t)i * E);
+    for (int i = 0; i < b->n; i++) {
+        kern_get_row(&m->tok_embd, b->token[i], a->x + (size_t)i * E);
+        op_rope_angles(a->rope + (size_t)i * p->n_rot, p->n_rot, b->pos[i], p->rope_base, m->rope_freqs);
+    }
     for (int il = 0; il < p->n_layer; il++) layer_forward(m, kv, a, b, il, pool);
 
     /* logits only for the rows that need them */

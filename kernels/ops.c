@@ -18,15 +18,22 @@ void op_rmsnorm(float *out, const float *x, const float *weight, int n, float ep
  * theta_i = pos * base^(-2i/n_rot) / freq_factors[i]. Dimensions past n_rot
  * are left alone. The angle is computed in double: pos * freq loses too
  * much in float at long positions. */
-void op_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
-             bool neox, const float *freq_factors) {
+void op_rope_angles(float *cs, int n_rot, int pos, float base, const float *freq_factors) {
     int half = n_rot / 2;
     for (int i = 0; i < half; i++) {
         double theta = (double)pos * pow((double)base, -2.0 * i / (double)n_rot);
         if (freq_factors) theta /= (double)freq_factors[i];
-        float c = (float)cos(theta), s = (float)sin(theta);
-        for (int h = 0; h < n_heads; h++) {
-            float *head = x + (int64_t)h * head_dim;
+        cs[i] = (float)cos(theta);
+        cs[half + i] = (float)sin(theta);
+    }
+}
+
+void op_rope_apply(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs) {
+    int half = n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *head = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float c = cs[i], s = cs[half + i];
             int a = neox ? i : 2 * i;
             int b = neox ? i + half : 2 * i + 1;
             float x0 = head[a], x1 = head[b];
@@ -34,6 +41,26 @@ void op_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base
             head[b] = fmaf(x0, s, x1 * c);
         }
     }
+}
+
+op_rope_apply_fn op_rope_apply_for(int kern_path) {
+#if defined(__x86_64__)
+    if (kern_path == KPATH_AVX512) return op_rope_apply_avx512;
+#endif
+    (void)kern_path;
+    return op_rope_apply;
+}
+
+void op_to_fp16(fp16_t *dst, const float *src, int n) {
+    for (int i = 0; i < n; i++) dst[i] = f32_to_fp16(src[i]);
+}
+
+op_to_fp16_fn op_to_fp16_for(int kern_path) {
+#if defined(__x86_64__)
+    if (kern_path == KPATH_AVX512) return op_to_fp16_avx512;
+#endif
+    (void)kern_path;
+    return op_to_fp16;
 }
 
 /* In place, max-subtracted so exp never overflows. */

@@ -4,12 +4,25 @@
 
 #include <stdint.h>
 #include <stdbool.h>
+#include "formats.h"
 
 void op_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
-/* Rotate pairs in place. neox: pairs (i, i + n_rot/2); else adjacent (2i, 2i+1).
- * freq_factors (may be NULL) divide each pair's frequency, as in Llama 3 rope_freqs. */
-void op_rope(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
-             bool neox, const float *freq_factors);
+/* Rotary position embedding in two steps, so a row's angles are computed
+ * once per forward pass instead of once per layer and projection.
+ * op_rope_angles: cs[i] = cos(theta_i), cs[n_rot/2 + i] = sin(theta_i) for
+ * the position; freq_factors (may be NULL) divide each pair's frequency, as
+ * in Llama 3 rope_freqs. op_rope_apply rotates pairs in place: neox pairs
+ * (i, i + n_rot/2), else adjacent (2i, 2i+1). The vector version gives the
+ * same bits (the same multiplies and fused multiply-adds per element). */
+void op_rope_angles(float *cs, int n_rot, int pos, float base, const float *freq_factors);
+void op_rope_apply(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+typedef void (*op_rope_apply_fn)(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+op_rope_apply_fn op_rope_apply_for(int kern_path);   /* a kern_path_id */
+/* dst[i] = f32_to_fp16(src[i]): the KV cache's store; the vector version
+ * (F16C, round to nearest even) gives the same bits, NaN payloads included. */
+void op_to_fp16(fp16_t *dst, const float *src, int n);
+typedef void (*op_to_fp16_fn)(fp16_t *dst, const float *src, int n);
+op_to_fp16_fn op_to_fp16_for(int kern_path);
 void op_softmax(float *x, int n);
 void op_swiglu(float *out, const float *gate, const float *up, int n);
 /* The same through the selected kernel path's vector exp (AVX-512), else
@@ -17,6 +30,8 @@ void op_swiglu(float *out, const float *gate, const float *up, int n);
 typedef void (*op_swiglu_fn)(float *out, const float *gate, const float *up, int n);
 #if defined(__x86_64__)
 void op_swiglu_avx512(float *out, const float *gate, const float *up, int n);
+void op_rope_apply_avx512(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+void op_to_fp16_avx512(fp16_t *dst, const float *src, int n);
 #endif
 op_swiglu_fn op_swiglu_for(int kern_path);   /* a kern_path_id */
 void op_add(float *out, const float *a, int n);

@@ -636,7 +636,9 @@ static void test_ops(void) {
         for (int i = 0; i < HEADS * HD; i++) vr[i] = v[i] = rng_normal();
         float before[HEADS * HD];
         memcpy(before, v, sizeof v);
-        op_rope(v, HEADS, HD, ROT, pos, 10000.0f, neox, factors);
+        float cs[ROT];
+        op_rope_angles(cs, ROT, pos, 10000.0f, factors);
+        op_rope_apply(v, HEADS, HD, ROT, neox, cs);
         rope_ref(vr, HEADS, HD, ROT, pos, 10000.0, neox, factors);
         CHECKF(max_abs_diff(v, vr, HEADS * HD) <= 1e-5, "rope variant %d: %g", variant,
                max_abs_diff(v, vr, HEADS * HD));
@@ -654,7 +656,9 @@ static void test_ops(void) {
     for (int i = 0; i < HD; i++) v0[i] = rng_normal();
     float v1[HD];
     memcpy(v1, v0, sizeof v0);
-    op_rope(v1, 1, HD, HD, 0, 10000.0f, false, NULL);
+    float cs0[HD];
+    op_rope_angles(cs0, HD, 0, 10000.0f, NULL);
+    op_rope_apply(v1, 1, HD, HD, false, cs0);
     CHECK(memcmp(v0, v1, sizeof v0) == 0);   /* position 0 is the identity */
 
     /* softmax: large logits must not overflow */
@@ -693,6 +697,81 @@ static void test_ops(void) {
             CHECKF(len == N || isnan(got[len]), "%s swiglu wrote past %d", kernels_path_name((kern_path_id)p), len);
         }
         CHECKF(pw <= 1e-6, "%s swiglu rel %g against op_swiglu", kernels_path_name((kern_path_id)p), pw);
+    }
+
+#if defined(__x86_64__)
+    /* the comparisons below test a vector version, not the scalar one twice */
+    if (kernels_path_available(KPATH_AVX512)) {
+        CHECK(op_rope_apply_for(KPATH_AVX512) != op_rope_apply);
+        CHECK(op_to_fp16_for(KPATH_AVX512) != op_to_fp16);
+    }
+#endif
+    /* every path's rope against op_rope_apply, bit for bit: both pairings,
+     * n_rot from 2 to a full 128-wide head (vector tails), rotated and
+     * untouched dimensions, long positions, frequency factors. A control
+     * checks the comparison sees a one-ulp change. */
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p)) continue;
+        op_rope_apply_fn f = op_rope_apply_for(p);
+        int bad_rope = 0, cases = 0;
+        enum { RH = 5, RHD = 128 };
+        float ffr[RHD / 2];
+        for (int i = 0; i < RHD / 2; i++) ffr[i] = 1.0f + 0.37f * (float)i;
+        for (int rot = 2; rot <= RHD; rot += rot < 40 ? 2 : 22) {
+            for (int variant = 0; variant < 4; variant++) {
+                bool neox = variant & 1;
+                float cs[RHD], want[RH * RHD], got[RH * RHD];
+                op_rope_angles(cs, rot, (variant & 2) ? 123457 : 31, 500000.0f, (variant & 2) ? ffr : NULL);
+                for (int i = 0; i < RH * RHD; i++) want[i] = got[i] = 3.0f * rng_normal();
+                op_rope_apply(want, RH, RHD, rot, neox, cs);
+                f(got, RH, RHD, rot, neox, cs);
+                bad_rope += memcmp(want, got, sizeof want) != 0;
+                cases++;
+                if (rot == 64 && variant == 0) {   /* control */
+                    uint32_t u;
+                    memcpy(&u, &got[3], 4); u ^= 1; memcpy(&got[3], &u, 4);
+                    CHECK(memcmp(want, got, sizeof want) != 0);
+                }
+            }
+        }
+        CHECKF(bad_rope == 0, "%s rope: %d of %d cases differ from op_rope_apply",
+               kernels_path_name((kern_path_id)p), bad_rope, cases);
+    }
+
+    /* every path's fp16 store against f32_to_fp16, bit for bit: every
+     * exponent (subnormal halves, overflow to inf, ties), infinities, NaNs
+     * with payloads, signed zeros, and lengths 1..70 (tails) */
+    {
+        enum { NF = 4096 };
+        static float fsrc[NF];
+        for (int i = 0; i < NF; i++) {
+            uint32_t bits = rng_u32();
+            if (i % 4 == 1) bits = (bits & 0x80001fffu) | ((uint32_t)(96 + i % 50) << 23);  /* near halves' range */
+            if (i % 4 == 2) bits = (bits & 0x807fe000u) | 0x1000u | ((uint32_t)(100 + i % 40) << 23);  /* exact ties */
+            memcpy(&fsrc[i], &bits, 4);
+        }
+        const float specials[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 65504.0f, 65520.0f, 65519.99f,
+                                   -65520.0f, 6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 1e-10f };
+        for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) fsrc[i] = specials[i];
+        uint32_t snan = 0x7f800001u, qnan_payload = 0xffc12345u;
+        memcpy(&fsrc[20], &snan, 4);
+        memcpy(&fsrc[21], &qnan_payload, 4);
+        for (int p = 0; p < KPATH_COUNT; p++) {
+            if (!kernels_path_available((kern_path_id)p)) continue;
+            op_to_fp16_fn f = op_to_fp16_for(p);
+            static fp16_t want16[NF + 1], got16[NF + 1];
+            int bad16 = 0;
+            for (int i = 0; i < NF; i++) want16[i] = f32_to_fp16(fsrc[i]);
+            f(got16, fsrc, NF);
+            for (int i = 0; i < NF; i++) bad16 += want16[i] != got16[i];
+            for (int len = 1; len <= 70; len++) {
+                got16[len] = 0xabcd;
+                f(got16, fsrc + 7, len);
+                for (int i = 0; i < len; i++) bad16 += got16[i] != f32_to_fp16(fsrc[7 + i]);
+                bad16 += got16[len] != 0xabcd;   /* nothing written past the end */
+            }
+            CHECKF(bad16 == 0, "%s fp16 store: %d values differ from f32_to_fp16", kernels_path_name((kern_path_id)p), bad16);
+        }
     }
 
     /* add */
