@@ -72,6 +72,22 @@ typedef struct {
     attn_group_fn attend;
 } attn_job;
 
+/* The next item's first key and value rows, fetched while this item runs:
+ * the kernels prefetch ahead within a head, but each head's rows start in a
+ * region of their own, cold at its first rows. */
+#define ATTN_START_ROWS 16
+
+static void prefetch_item_start(const attn_job *J, int64_t it, int per_token) {
+    int i = (int)(it / per_token), kvh = (int)(it % per_token) / J->chunks, hd = J->m->p.head_dim;
+    int rows = J->b->pos[i] + 1 < ATTN_START_ROWS ? J->b->pos[i] + 1 : ATTN_START_ROWS;
+    const char *k = (const char *)kv_k_head(J->kv, J->layer, J->b->slot[i], kvh, 0);
+    const char *v = (const char *)kv_v_head(J->kv, J->layer, J->b->slot[i], kvh, 0);
+    for (size_t o = 0; o < (size_t)rows * hd * sizeof(uint16_t); o += 64) {
+        __builtin_prefetch(k + o);
+        __builtin_prefetch(v + o);
+    }
+}
+
 static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
     const attn_job *J = ctx;
     const model_params *p = &J->m->p;
@@ -79,8 +95,8 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
     int group = p->n_head / p->n_head_kv;
     float scale = 1.0f / sqrtf((float)hd);
     float *scores = J->a->scores + (size_t)worker * ATTN_GROUP_MAX * J->a->n_ctx;
+    int per_token = p->n_head_kv * J->chunks;
     for (int64_t it = begin; it < end; it++) {
-        int per_token = p->n_head_kv * J->chunks;
         int i = (int)(it / per_token), r = (int)(it % per_token);
         int kvh = r / J->chunks, h0 = kvh * group + (r % J->chunks) * ATTN_GROUP_MAX;
         int G = kvh * group + group - h0;
@@ -90,6 +106,7 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
         const uint16_t *k = kv_k_head(J->kv, J->layer, slot, kvh, 0);
         const uint16_t *v = kv_v_head(J->kv, J->layer, slot, kvh, 0);
         float *out = J->a->att + (size_t)i * q_dim + (size_t)h0 * hd;
+        if (it + 1 < end) prefetch_item_start(J, it + 1, per_token);
         J->attend(q, G, k, v, (size_t)hd, pos + 1, hd, scale, scores, out);
     }
 }
@@ -123,7 +140,8 @@ static void add_bias(float *x, const float *bias, int n_rows, int dim) {
 
 static void head_norms(float *x, const float *w, int n_rows, int n_heads, int hd, float eps) {
     if (!w) return;
-    for (int i = 0; i < n_rows * n_heads; i++) op_rmsnorm(x + (size_t)i * hd, x + (size_t)i * hd, w, hd, eps);
+    op_rmsnorm_fn norm = op_rmsnorm_for(kernels_current());
+    for (int i = 0; i < n_rows * n_heads; i++) norm(x + (size_t)i * hd, x + (size_t)i * hd, w, hd, eps);
 }
 
 static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
@@ -133,8 +151,10 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     int n = b->n, E = p->n_embd, hd = p->head_dim;
     int q_dim = p->n_head * hd, kv_dim = p->n_head_kv * hd;
 
+    op_rmsnorm_fn norm = op_rmsnorm_for(kernels_current());
+
     /* attention block */
-    for (int i = 0; i < n; i++) op_rmsnorm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->attn_norm, E, p->rms_eps);
+    for (int i = 0; i < n; i++) norm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->attn_norm, E, p->rms_eps);
     /* q, k and v read the same input: one job, activations quantized once */
     const hweight *qkv[3] = { &lw->wq, &lw->wk, &lw->wv };
     float *const qkv_out[3] = { a->q, a->k, a->v };
@@ -163,7 +183,7 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
 
     /* feed-forward block */
-    for (int i = 0; i < n; i++) op_rmsnorm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->ffn_norm, E, p->rms_eps);
+    for (int i = 0; i < n; i++) norm(a->xb + (size_t)i * E, a->x + (size_t)i * E, lw->ffn_norm, E, p->rms_eps);
     const hweight *gate_up[2] = { &lw->w_gate, &lw->w_up };
     float *const gate_up_out[2] = { a->hb, a->hb2 };
     kern_matmul_n(2, gate_up, n, a->xb, gate_up_out, &a->scratch, pool);
@@ -196,10 +216,11 @@ int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
     for (int il = 0; il < p->n_layer; il++) layer_forward(m, kv, a, b, il, pool);
 
     /* logits only for the rows that need them */
+    op_rmsnorm_fn norm = op_rmsnorm_for(kernels_current());
     int n_out = 0;
     for (int i = 0; i < b->n; i++) {
         if (!b->want_logits || !b->want_logits[i]) continue;
-        op_rmsnorm(a->xo + (size_t)n_out * E, a->x + (size_t)i * E, m->output_norm, E, p->rms_eps);
+        norm(a->xo + (size_t)n_out * E, a->x + (size_t)i * E, m->output_norm, E, p->rms_eps);
         n_out++;
     }
     if (n_out) kern_matmul(&m->output, n_out, a->xo, logits, &a->scratch, pool);

@@ -3,6 +3,12 @@
 #ifndef HEARTH_FORWARD_H
 #define HEARTH_FORWARD_H
 
+/* Bumped whenever a change alters what the forward pass computes (a sum's
+ * order, a conversion): saved prompt state from other numerics must not be
+ * resumed as if it were this pass's own (see prompt_cache_fingerprint).
+ * 2: rmsnorm sums in 16 lanes. */
+#define FORWARD_NUMERICS 2
+
 #include <stdint.h>
 #include <stdbool.h>
 #include "model.h"

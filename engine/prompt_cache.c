@@ -21,6 +21,8 @@
  * reusable buffer. */
 #include "prompt_cache.h"
 #include "model.h"
+#include "forward.h"
+#include "../kernels/kernels.h"
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -132,9 +134,11 @@ static void fp_mix(fp_state *s, const void *p, size_t n) {
 
 void prompt_cache_fingerprint(const model *m, int block_tokens, uint8_t out[16]) {
     fp_state s = { 0x6865617274682d66ull, 0x696e6765727072ull };
-    uint64_t fields[6] = { BLOCK_VERSION, BLOCK_KV_F16, (uint64_t)m->p.n_layer,
+    /* The kernel path too: attention's sums run in a different order on
+     * each, so state saved by one is not what another would compute. */
+    uint64_t fields[8] = { BLOCK_VERSION, BLOCK_KV_F16, (uint64_t)m->p.n_layer,
                            (uint64_t)m->p.n_head_kv * (uint64_t)m->p.head_dim, (uint64_t)block_tokens,
-                           m->file_size };
+                           m->file_size, FORWARD_NUMERICS, (uint64_t)kernels_current() };
     fp_mix(&s, fields, sizeof fields);
     /* what the model is: header, metadata, tensor table and sampled weights
      * (model_load reads them before it closes the file) */

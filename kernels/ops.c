@@ -6,12 +6,26 @@
 
 #include <math.h>
 
-/* out = x / sqrt(mean(x^2) + eps) * weight; out may alias x. */
+/* out = x / sqrt(mean(x^2) + eps) * weight; out may alias x. The sum of
+ * squares runs in OP_LANES partial sums (element i into lane i % OP_LANES),
+ * then halves are added pairwise, lane l + w into lane l for w = 8, 4, 2, 1:
+ * the order one 16-lane vector gives, so the vector versions match this one
+ * bit for bit. */
 void op_rmsnorm(float *out, const float *x, const float *weight, int n, float eps) {
-    float sum_sq = 0.0f;
-    for (int i = 0; i < n; i++) sum_sq = fmaf(x[i], x[i], sum_sq);
-    float scale = 1.0f / sqrtf(sum_sq / (float)n + eps);
+    float part[OP_LANES] = {0};
+    for (int i = 0; i < n; i++) part[i % OP_LANES] = fmaf(x[i], x[i], part[i % OP_LANES]);
+    for (int w = OP_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) part[l] += part[l + w];
+    float scale = 1.0f / sqrtf(part[0] / (float)n + eps);
     for (int i = 0; i < n; i++) out[i] = x[i] * scale * weight[i];
+}
+
+op_rmsnorm_fn op_rmsnorm_for(int kern_path) {
+#if defined(__x86_64__)
+    if (kern_path == KPATH_AVX512) return op_rmsnorm_avx512;
+#endif
+    (void)kern_path;
+    return op_rmsnorm;
 }
 
 /* The pair (i, n_rot/2 + i) or (2i, 2i+1) of each head turns by

@@ -6,7 +6,12 @@
 #include <stdbool.h>
 #include "formats.h"
 
+/* The lanes of op_rmsnorm's sum of squares (see ops.c). */
+#define OP_LANES 16
 void op_rmsnorm(float *out, const float *x, const float *weight, int n, float eps);
+/* The same through the kernel path's vectors, bit for bit. */
+typedef void (*op_rmsnorm_fn)(float *out, const float *x, const float *weight, int n, float eps);
+op_rmsnorm_fn op_rmsnorm_for(int kern_path);   /* a kern_path_id */
 /* Rotary position embedding in two steps, so a row's angles are computed
  * once per forward pass instead of once per layer and projection.
  * op_rope_angles: cs[i] = cos(theta_i), cs[n_rot/2 + i] = sin(theta_i) for
@@ -30,6 +35,7 @@ void op_swiglu(float *out, const float *gate, const float *up, int n);
 typedef void (*op_swiglu_fn)(float *out, const float *gate, const float *up, int n);
 #if defined(__x86_64__)
 void op_swiglu_avx512(float *out, const float *gate, const float *up, int n);
+void op_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
 void op_rope_apply_avx512(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
 void op_to_fp16_avx512(fp16_t *dst, const float *src, int n);
 #endif

@@ -699,11 +699,43 @@ static void test_ops(void) {
         CHECKF(pw <= 1e-6, "%s swiglu rel %g against op_swiglu", kernels_path_name((kern_path_id)p), pw);
     }
 
+    /* every path's rmsnorm against op_rmsnorm, bit for bit: lengths 1..80
+     * (tails) and 2048, values over many magnitudes, in place too */
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p)) continue;
+        op_rmsnorm_fn f = op_rmsnorm_for(p);
+        int bad_norm = 0;
+        static float nx[2049], nw[2049], want[2049], got[2049];
+        for (int i = 0; i < 2049; i++) { nx[i] = rng_normal() * ldexpf(1.0f, (int)(rng_u32() % 40) - 20); nw[i] = rng_normal(); }
+        for (int len = 1; len <= 2048; len += len < 80 ? 1 : 1968) {
+            op_rmsnorm(want, nx, nw, len, 1e-5f);
+            got[len] = 7.0f;
+            f(got, nx, nw, len, 1e-5f);
+            bad_norm += memcmp(want, got, sizeof(float) * (size_t)len) != 0 || got[len] != 7.0f;
+            memcpy(got, nx, sizeof(float) * (size_t)len);
+            f(got, got, nw, len, 1e-5f);
+            bad_norm += memcmp(want, got, sizeof(float) * (size_t)len) != 0;
+        }
+        CHECKF(bad_norm == 0, "%s rmsnorm: %d cases differ from op_rmsnorm", kernels_path_name((kern_path_id)p), bad_norm);
+    }
+    {   /* control: a plain sequential sum of squares is a different order,
+         * which the comparison above would catch */
+        static float nx[2048], nw[2048], want[2048], seq[2048];
+        for (int i = 0; i < 2048; i++) { nx[i] = rng_normal() * (1.0f + (float)(i % 7)); nw[i] = 1.0f; }
+        op_rmsnorm(want, nx, nw, 2048, 1e-5f);
+        float ss = 0.0f;
+        for (int i = 0; i < 2048; i++) ss = fmaf(nx[i], nx[i], ss);
+        float sc = 1.0f / sqrtf(ss / 2048.0f + 1e-5f);
+        for (int i = 0; i < 2048; i++) seq[i] = nx[i] * sc * nw[i];
+        CHECK(memcmp(want, seq, sizeof want) != 0);
+    }
+
 #if defined(__x86_64__)
     /* the comparisons below test a vector version, not the scalar one twice */
     if (kernels_path_available(KPATH_AVX512)) {
         CHECK(op_rope_apply_for(KPATH_AVX512) != op_rope_apply);
         CHECK(op_to_fp16_for(KPATH_AVX512) != op_to_fp16);
+        CHECK(op_rmsnorm_for(KPATH_AVX512) != op_rmsnorm);
     }
 #endif
     /* every path's rope against op_rope_apply, bit for bit: both pairings,

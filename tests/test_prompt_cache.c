@@ -16,6 +16,7 @@
 #include "../engine/block_codec.h"
 #include "../engine/prompt_cache.h"
 #include "../engine/synth_model.h"
+#include "../kernels/kernels.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -439,6 +440,17 @@ static void test_changed_model(void) {
     /* another block size is another fingerprint too */
     prompt_cache_fingerprint(m, B * 2, fa);
     CHECK(memcmp(fa, fb, 16) != 0);
+    /* and another kernel path (attention's sums differ between paths) */
+    kern_path_id was = kernels_current();
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if ((kern_path_id)p == was || !kernels_force((kern_path_id)p)) continue;
+        prompt_cache_fingerprint(m, B, fa);
+        CHECKF(memcmp(fa, fb, 16) != 0, "path %s has the fingerprint of %s",
+               kernels_path_name((kern_path_id)p), kernels_path_name(was));
+    }
+    kernels_force(was);
+    prompt_cache_fingerprint(m, B, fa);
+    CHECK(memcmp(fa, fb, 16) == 0);
     model_free(m);
     run_destroy(&ref);
     unlink(mp);
