@@ -14,6 +14,7 @@ struct fwd_arena {
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
     float *scores;            /* [max_threads][ATTN_GROUP_MAX][n_ctx] */
     float *rope;              /* [max_batch][n_rot]: each row's rope cos and sin, once per pass */
+    int *run, n_runs;         /* [max_batch + 1]: attention's runs of rows (attention_runs) */
     kern_scratch scratch;
 };
 
@@ -40,10 +41,11 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
     a->xo = malloc(B * p->n_embd * sizeof(float));
     a->scores = malloc((size_t)a->max_threads * ATTN_GROUP_MAX * n_ctx * sizeof(float));
     a->rope = malloc(B * imax(p->n_rot, 1) * sizeof(float));
+    a->run = malloc((B + 1) * sizeof(int));
     a->scratch.size = kern_scratch_bytes(max_batch, imax(imax(p->n_embd, p->n_ff), q_dim));
     a->scratch.buf = malloc(a->scratch.size ? a->scratch.size : 1);
     if (!a->x || !a->xb || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->hb2 ||
-        !a->xo || !a->scores || !a->rope || !a->scratch.buf) {
+        !a->xo || !a->scores || !a->rope || !a->run || !a->scratch.buf) {
         fwd_arena_free(a);
         return NULL;
     }
@@ -53,32 +55,51 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
 void fwd_arena_free(fwd_arena *a) {
     if (!a) return;
     free(a->x); free(a->xb); free(a->q); free(a->k); free(a->v); free(a->att);
-    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->rope); free(a->scratch.buf);
+    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->rope); free(a->run); free(a->scratch.buf);
     free(a);
 }
 
 /* ---- attention ----------------------------------------------------------
- * One work item per (token, KV head, up to ATTN_GROUP_MAX of the query heads
- * that share it), so a key or value row is converted once for those heads.
- * Each item reads its slot's cache up to its own position, so its result
+ * One work item per (run of rows, KV head, up to ATTN_GROUP_MAX of the query
+ * heads that share it), so a key or value row is converted once for those
+ * heads. A run is up to ATTN_RUN_MAX rows of one slot at consecutive
+ * positions (a prompt chunk): each row's keys and values are the last row's
+ * plus one, so the rows after the first find them in this core's cache
+ * instead of memory. Each row reads its slot's cache up to its own position,
+ * computed by the same call whatever else is in the batch, so its result
  * does not depend on the rest of the batch. */
+#define ATTN_RUN_MAX 16
+
 typedef struct {
     const model *m;
     kv_cache *kv;
     fwd_arena *a;
     const fwd_batch *b;
     int layer;
-    int chunks;               /* items per (token, KV head) */
+    int chunks;               /* items per (run, KV head) */
     attn_group_fn attend;
 } attn_job;
+
+/* Cuts the batch into runs: a->run[r] is the first row of run r, and
+ * a->run[n_runs] = b->n. */
+static int attention_runs(fwd_arena *a, const fwd_batch *b) {
+    int n_runs = 0;
+    for (int i = 0; i < b->n; i++) {
+        bool extends = i > 0 && i - a->run[n_runs - 1] < ATTN_RUN_MAX && b->slot[i] == b->slot[i - 1] &&
+                       b->pos[i] == b->pos[i - 1] + 1;
+        if (!extends) a->run[n_runs++] = i;
+    }
+    a->run[n_runs] = b->n;
+    return n_runs;
+}
 
 /* The next item's first key and value rows, fetched while this item runs:
  * the kernels prefetch ahead within a head, but each head's rows start in a
  * region of their own, cold at its first rows. */
 #define ATTN_START_ROWS 16
 
-static void prefetch_item_start(const attn_job *J, int64_t it, int per_token) {
-    int i = (int)(it / per_token), kvh = (int)(it % per_token) / J->chunks, hd = J->m->p.head_dim;
+static void prefetch_item_start(const attn_job *J, int64_t it, int per_run) {
+    int i = J->a->run[it / per_run], kvh = (int)(it % per_run) / J->chunks, hd = J->m->p.head_dim;
     int rows = J->b->pos[i] + 1 < ATTN_START_ROWS ? J->b->pos[i] + 1 : ATTN_START_ROWS;
     const char *k = (const char *)kv_k_head(J->kv, J->layer, J->b->slot[i], kvh, 0);
     const char *v = (const char *)kv_v_head(J->kv, J->layer, J->b->slot[i], kvh, 0);
@@ -95,19 +116,21 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
     int group = p->n_head / p->n_head_kv;
     float scale = 1.0f / sqrtf((float)hd);
     float *scores = J->a->scores + (size_t)worker * ATTN_GROUP_MAX * J->a->n_ctx;
-    int per_token = p->n_head_kv * J->chunks;
+    int per_run = p->n_head_kv * J->chunks;
     for (int64_t it = begin; it < end; it++) {
-        int i = (int)(it / per_token), r = (int)(it % per_token);
+        int run = (int)(it / per_run), r = (int)(it % per_run);
         int kvh = r / J->chunks, h0 = kvh * group + (r % J->chunks) * ATTN_GROUP_MAX;
         int G = kvh * group + group - h0;
         if (G > ATTN_GROUP_MAX) G = ATTN_GROUP_MAX;
-        int slot = J->b->slot[i], pos = J->b->pos[i];
-        const float *q = J->a->q + (size_t)i * q_dim + (size_t)h0 * hd;
+        int slot = J->b->slot[J->a->run[run]];
         const uint16_t *k = kv_k_head(J->kv, J->layer, slot, kvh, 0);
         const uint16_t *v = kv_v_head(J->kv, J->layer, slot, kvh, 0);
-        float *out = J->a->att + (size_t)i * q_dim + (size_t)h0 * hd;
-        if (it + 1 < end) prefetch_item_start(J, it + 1, per_token);
-        J->attend(q, G, k, v, (size_t)hd, pos + 1, hd, scale, scores, out);
+        if (it + 1 < end) prefetch_item_start(J, it + 1, per_run);
+        for (int i = J->a->run[run]; i < J->a->run[run + 1]; i++) {
+            const float *q = J->a->q + (size_t)i * q_dim + (size_t)h0 * hd;
+            float *out = J->a->att + (size_t)i * q_dim + (size_t)h0 * hd;
+            J->attend(q, G, k, v, (size_t)hd, J->b->pos[i] + 1, hd, scale, scores, out);
+        }
     }
 }
 
@@ -178,7 +201,7 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     }
     int group = p->n_head / p->n_head_kv;
     attn_job J = { m, kv, a, b, il, (group + ATTN_GROUP_MAX - 1) / ATTN_GROUP_MAX, attn_group_for(kernels_current()) };
-    pool_run(pool, attention_items, &J, (int64_t)n * p->n_head_kv * J.chunks, 1);
+    pool_run(pool, attention_items, &J, (int64_t)a->n_runs * p->n_head_kv * J.chunks, 1);
     kern_matmul(&lw->wo, n, a->att, a->xb, &a->scratch, pool);
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
 
@@ -213,6 +236,7 @@ int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
         kern_get_row(&m->tok_embd, b->token[i], a->x + (size_t)i * E);
         op_rope_angles(a->rope + (size_t)i * p->n_rot, p->n_rot, b->pos[i], p->rope_base, m->rope_freqs);
     }
+    a->n_runs = attention_runs(a, b);
     for (int il = 0; il < p->n_layer; il++) layer_forward(m, kv, a, b, il, pool);
 
     /* logits only for the rows that need them */
