@@ -4,9 +4,10 @@
  * the aggregate generated tok/s (min / median / max over runs, and the
  * median of its ratios to the 1-stream rate of the same round), TTFT
  * and inter-token latency percentiles from per-token timestamps taken in
- * the event callback. Then the mixed case: 4 streams generating while a
+ * the event callback. Then the mixed cases: 4 streams generating while a
  * long prompt is prefilled beside them, and their inter-token p99 during
- * that prefill against the single-stream median.
+ * that prefill against the same round's single-stream median (see
+ * run_mixed for the two kinds).
  * Not a test: run it by hand.
  *   build/tests/bench_engine [-m MODEL.gguf] [-r RUNS] [-n TOKENS] [-t THREADS]
  *                            [-b BATCH] [-d ROWS_WHILE_GENERATING] [-s 1,2,4,8] [-p PROMPT] [-l LONG_PROMPT] */
@@ -190,10 +191,18 @@ static int run_streams(engine *e, int S, int n_prompt, int n_gen, load_result *r
 
 /* The mixed case, one run: 4 streams generate; once each has a few tokens a
  * long prompt is submitted; the streams' inter-token gaps that end while it
- * prefills (until its first token) are collected. */
+ * prefills (until its first token) are collected. Two kinds:
+ *  - the issue's streams: each generates its n_gen tokens and ends, so the
+ *    gaps are those of ordinary streams (contexts of prompt + n_gen) that
+ *    fall inside the prefill;
+ *  - until_prefilled: the streams generate until the prompt is prefilled
+ *    and are then cancelled, so they cover all of it, their contexts growing
+ *    by one token a step (to about 1300 for a 2000-token prompt): a harder
+ *    case, whose attention reads several times the cache. */
 typedef struct { double p50, p99, max, prefill_ms; int n_gaps; bool covered; } mixed_result;
 
-static int run_mixed(engine *e, int n_streams, int n_prompt, int n_long, int max_gen, mixed_result *out) {
+static int run_mixed(engine *e, int n_streams, int n_prompt, int n_long, int max_gen, bool until_prefilled,
+                     mixed_result *out) {
     stream st[MAX_STREAMS], lng;
     int rc = stream_init(&lng, 1);
     for (int i = 0; i < n_streams; i++) rc |= stream_init(&st[i], max_gen);
@@ -202,7 +211,8 @@ static int run_mixed(engine *e, int n_streams, int n_prompt, int n_long, int max
     for (int i = 0; i < n_sub && !rc; i++) stream_wait(&st[i], 4);
     if (!rc) rc = submit(e, &lng, n_long, 1);
     if (!rc) stream_wait(&lng, 2);   /* until done: its one token ends the prefill */
-    for (int i = 0; i < n_sub; i++) engine_cancel(e, st[i].id);
+    if (until_prefilled)
+        for (int i = 0; i < n_sub; i++) engine_cancel(e, st[i].id);
     for (int i = 0; i < n_sub; i++) stream_wait(&st[i], max_gen + 1);
     if (!rc && lng.n_tok == 1) {
         double lo = lng.t_submit, hi = lng.t_tok[0];
@@ -220,7 +230,7 @@ static int run_mixed(engine *e, int n_streams, int n_prompt, int n_long, int max
         out->p50 = percentile(gaps, n, 50);
         out->p99 = percentile(gaps, n, 99);
         out->max = n ? gaps[n - 1] : NAN;
-        if (!gaps) rc = -1;
+        if (!gaps || n == 0) rc = -1;
         free(gaps);
     } else if (!rc) {
         rc = -1;
@@ -228,6 +238,25 @@ static int run_mixed(engine *e, int n_streams, int n_prompt, int n_long, int max
     for (int i = 0; i < n_streams; i++) stream_free(&st[i]);
     stream_free(&lng);
     return rc;
+}
+
+/* One table of mixed runs against the same rounds' single-stream medians;
+ * returns the median over rounds of p99 / single-stream median. */
+static double mixed_table(const char *title, const mixed_result *mr, const double *base, int runs, bool until_prefilled) {
+    printf("\n%s\n"
+           "| run | gaps | inter-token p50 ms | p99 | max | single-stream median ms | p99 / single-stream median | prefill ms |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|---:|\n", title);
+    double p99s[MAX_RUNS], rel[MAX_RUNS];
+    for (int k = 0; k < runs; k++) {
+        p99s[k] = mr[k].p99;
+        rel[k] = mr[k].p99 / base[k];
+        printf("| %d | %d%s | %.1f | %.1f | %.1f | %.1f | %.2fx | %.0f |\n", k + 1, mr[k].n_gaps,
+               until_prefilled && !mr[k].covered ? " (streams ended early)" : "", mr[k].p50, mr[k].p99, mr[k].max,
+               base[k], rel[k], mr[k].prefill_ms);
+    }
+    double med = median(p99s, runs);
+    printf("inter-token p99 during the prefill: min %.1f / median %.1f / max %.1f ms\n", p99s[0], med, p99s[runs - 1]);
+    return median(rel, runs);
 }
 
 static int parse_list(const char *v, int *out, int max) {
@@ -303,10 +332,11 @@ int main(int argc, char **argv) {
         if (!(emix = make_engine(m, 5, n_ctx_mix, batch, threads))) rc = -1;
         if (!rc) rc = run_streams(emix, 4, n_prompt, 16, NULL, 0);   /* warm-up */
     }
-    mixed_result mr[MAX_RUNS];
+    mixed_result mr[MAX_RUNS], mr_long[MAX_RUNS];
     for (int k = 0; k < runs && !rc; k++) {
         for (int c = 0; c < n_S && !rc; c++) rc = run_streams(eng[c], S_list[c], n_prompt, n_gen, &res[c], k);
-        if (emix && !rc) rc = run_mixed(emix, 4, n_prompt, n_long, max_gen_mix, &mr[k]);
+        if (emix && !rc) rc = run_mixed(emix, 4, n_prompt, n_long, n_gen, false, &mr[k]);
+        if (emix && !rc) rc = run_mixed(emix, 4, n_prompt, n_long, max_gen_mix, true, &mr_long[k]);
         fprintf(stderr, "round %d of %d done\n", k + 1, runs);
     }
 
@@ -345,23 +375,19 @@ int main(int argc, char **argv) {
     }
 
     if (emix && !rc) {
-        printf("\n4 streams generating while a %d-token prompt is prefilled beside them (%d slots of %d tokens);\n"
-               "the single-stream median is that of the same round's 1-stream run:\n"
-               "| run | gaps | inter-token p50 ms | p99 | max | single-stream median ms | p99 / single-stream median | prefill ms |\n"
-               "|---:|---:|---:|---:|---:|---:|---:|---:|\n", n_long, 5, n_ctx_mix);
-        double p99s[MAX_RUNS], rel[MAX_RUNS];
-        for (int k = 0; k < runs; k++) {
-            double base = c1 >= 0 ? res[c1].gap50[k] : NAN;
-            p99s[k] = mr[k].p99;
-            rel[k] = mr[k].p99 / base;
-            printf("| %d | %d%s | %.1f | %.1f | %.1f | %.1f | %.2fx | %.0f |\n", k + 1, mr[k].n_gaps,
-                   mr[k].covered ? "" : " (streams ended early)", mr[k].p50, mr[k].p99, mr[k].max, base,
-                   rel[k], mr[k].prefill_ms);
-        }
-        double med = median(p99s, runs), rmed = median(rel, runs);
-        printf("inter-token p99 during the prefill: min %.1f / median %.1f / max %.1f ms\n", p99s[0], med, p99s[runs - 1]);
+        double base[MAX_RUNS];
+        for (int k = 0; k < runs; k++) base[k] = c1 >= 0 ? res[c1].gap50[k] : NAN;
+        char title[512];
+        snprintf(title, sizeof title, "4 streams of %d generated tokens while a %d-token prompt is prefilled beside them "
+                 "(%d slots of %d tokens);\nthe single-stream median is that of the same round's 1-stream run:",
+                 n_gen, n_long, 5, n_ctx_mix);
+        double rmed = mixed_table(title, mr, base, runs, false);
         printf("target (p99 < 2x the single-stream median), median of rounds: %.2fx: %s\n", rmed,
                rmed < 2 ? "met" : "NOT met");
+        snprintf(title, sizeof title, "The harder case: the 4 streams generate until the %d-token prompt is prefilled "
+                 "(their contexts grow to about %d tokens):", n_long, n_prompt + n_long / 2);
+        rmed = mixed_table(title, mr_long, base, runs, true);
+        printf("p99 / single-stream median, median of rounds: %.2fx (%s 2x)\n", rmed, rmed < 2 ? "under" : "not under");
     }
     for (int c = 0; c < n_S; c++) {
         free(res[c].ttft);
