@@ -23,6 +23,7 @@ void op_rmsnorm(float *out, const float *x, const float *weight, int n, float ep
 op_rmsnorm_fn op_rmsnorm_for(int kern_path) {
 #if defined(__x86_64__)
     if (kern_path == KPATH_AVX512) return op_rmsnorm_avx512;
+    if (kern_path == KPATH_AVX2) return op_rmsnorm_avx2;
 #endif
     (void)kern_path;
     return op_rmsnorm;
@@ -60,6 +61,7 @@ void op_rope_apply(float *x, int n_heads, int head_dim, int n_rot, bool neox, co
 op_rope_apply_fn op_rope_apply_for(int kern_path) {
 #if defined(__x86_64__)
     if (kern_path == KPATH_AVX512) return op_rope_apply_avx512;
+    if (kern_path == KPATH_AVX2) return op_rope_apply_avx2;
 #endif
     (void)kern_path;
     return op_rope_apply;
@@ -72,6 +74,7 @@ void op_to_fp16(fp16_t *dst, const float *src, int n) {
 op_to_fp16_fn op_to_fp16_for(int kern_path) {
 #if defined(__x86_64__)
     if (kern_path == KPATH_AVX512) return op_to_fp16_avx512;
+    if (kern_path == KPATH_AVX2) return op_to_fp16_avx2;
 #endif
     (void)kern_path;
     return op_to_fp16;

@@ -38,6 +38,9 @@ void op_swiglu_avx512(float *out, const float *gate, const float *up, int n);
 void op_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, float eps);
 void op_rope_apply_avx512(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
 void op_to_fp16_avx512(fp16_t *dst, const float *src, int n);
+void op_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, float eps);
+void op_rope_apply_avx2(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+void op_to_fp16_avx2(fp16_t *dst, const float *src, int n);
 #endif
 op_swiglu_fn op_swiglu_for(int kern_path);   /* a kern_path_id */
 void op_add(float *out, const float *a, int n);
