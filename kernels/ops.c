@@ -25,6 +25,9 @@ op_rmsnorm_fn op_rmsnorm_for(int kern_path) {
     if (kern_path == KPATH_AVX512) return op_rmsnorm_avx512;
     if (kern_path == KPATH_AVX2) return op_rmsnorm_avx2;
 #endif
+#if defined(__aarch64__)
+    if (kern_path == KPATH_NEON) return op_rmsnorm_neon;
+#endif
     (void)kern_path;
     return op_rmsnorm;
 }
@@ -63,6 +66,9 @@ op_rope_apply_fn op_rope_apply_for(int kern_path) {
     if (kern_path == KPATH_AVX512) return op_rope_apply_avx512;
     if (kern_path == KPATH_AVX2) return op_rope_apply_avx2;
 #endif
+#if defined(__aarch64__)
+    if (kern_path == KPATH_NEON) return op_rope_apply_neon;
+#endif
     (void)kern_path;
     return op_rope_apply;
 }
@@ -75,6 +81,9 @@ op_to_fp16_fn op_to_fp16_for(int kern_path) {
 #if defined(__x86_64__)
     if (kern_path == KPATH_AVX512) return op_to_fp16_avx512;
     if (kern_path == KPATH_AVX2) return op_to_fp16_avx2;
+#endif
+#if defined(__aarch64__)
+    if (kern_path == KPATH_NEON) return op_to_fp16_neon;
 #endif
     (void)kern_path;
     return op_to_fp16;

@@ -42,6 +42,11 @@ void op_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, flo
 void op_rope_apply_avx2(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
 void op_to_fp16_avx2(fp16_t *dst, const float *src, int n);
 #endif
+#if defined(__aarch64__)
+void op_rmsnorm_neon(float *out, const float *x, const float *weight, int n, float eps);
+void op_rope_apply_neon(float *x, int n_heads, int head_dim, int n_rot, bool neox, const float *cs);
+void op_to_fp16_neon(fp16_t *dst, const float *src, int n);
+#endif
 op_swiglu_fn op_swiglu_for(int kern_path);   /* a kern_path_id */
 void op_add(float *out, const float *a, int n);
 

@@ -5,8 +5,7 @@
  * element, the fp16 store F16C's round to nearest even. Tails go through
  * masked loads and stores (the fp16 store's through f32_to_fp16). */
 #include "ops.h"
-#include <immintrin.h>
-#include <math.h>
+#include "ops_x86.h"
 
 /* Lanes [0, n) of 8 set (n may exceed 8). */
 static inline __m256i lanes(int n) {
@@ -24,11 +23,7 @@ void op_rmsnorm_avx2(float *out, const float *x, const float *weight, int n, flo
         lo = _mm256_fmadd_ps(a, a, lo);
         hi = _mm256_fmadd_ps(b, b, hi);
     }
-    __m256 h8 = _mm256_add_ps(lo, hi);
-    __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    __m128 h1 = _mm_add_ss(h2, _mm_movehdup_ps(h2));
-    float scale = 1.0f / sqrtf(_mm_cvtss_f32(h1) / (float)n + eps);
+    float scale = rms_scale8(_mm256_add_ps(lo, hi), n, eps);
     const __m256 vs = _mm256_set1_ps(scale);
     for (int i = 0; i < n; i += 8) {
         __m256i k = lanes(n - i);

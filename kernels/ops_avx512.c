@@ -5,8 +5,7 @@
  * code. */
 #include "ops.h"
 #include "vec_exp.h"
-#include <immintrin.h>
-#include <math.h>
+#include "ops_x86.h"
 
 /* SwiGLU: op_swiglu 16 lanes at a time, exp(-g) by vexp16. vexp16 takes any
  * input here: -g above 88 overflows to inf through scalef (silu -> -0),
@@ -31,10 +30,7 @@ void op_rmsnorm_avx512(float *out, const float *x, const float *weight, int n, f
         acc = _mm512_mask3_fmadd_ps(v, v, acc, k);   /* lanes past n keep their sum */
     }
     __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(acc), 1)));
-    __m128 h4 = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
-    __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
-    __m128 h1 = _mm_add_ss(h2, _mm_movehdup_ps(h2));
-    float scale = 1.0f / sqrtf(_mm_cvtss_f32(h1) / (float)n + eps);
+    float scale = rms_scale8(h8, n, eps);
     const __m512 vs = _mm512_set1_ps(scale);
     for (int i = 0; i < n; i += 16) {
         __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);

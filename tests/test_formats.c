@@ -743,6 +743,13 @@ static void test_ops(void) {
         CHECK(op_rmsnorm_for(KPATH_AVX2) != op_rmsnorm);
     }
 #endif
+#if defined(__aarch64__)
+    if (kernels_path_available(KPATH_NEON)) {
+        CHECK(op_rope_apply_for(KPATH_NEON) != op_rope_apply);
+        CHECK(op_to_fp16_for(KPATH_NEON) != op_to_fp16);
+        CHECK(op_rmsnorm_for(KPATH_NEON) != op_rmsnorm);
+    }
+#endif
     /* every path's rope against op_rope_apply, bit for bit: both pairings,
      * n_rot from 2 to a full 128-wide head (vector tails), rotated and
      * untouched dimensions, long positions, frequency factors. A control
