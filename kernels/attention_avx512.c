@@ -40,7 +40,8 @@ INLINE __m512 hsum16x16(const __m512 v[16]) {
  * prefetching, each head's short rows waited on memory (a cold 150-position
  * head took 4x its in-cache time). Keys are fetched this many rows ahead;
  * each value row while its key is scored, so the weighted sum finds it in
- * cache. A prefetch past the end never faults. */
+ * cache. Only rows of the head are named (an address past it is not one a
+ * C program may form). */
 #define KEY_PREFETCH 24
 
 INLINE void prefetch_row(const fp16_t *p, int hd) {
@@ -73,7 +74,7 @@ INLINE void group(const float *q, int G, const fp16_t *k, const fp16_t *v, size_
             for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
             if (j < cnt) {
                 const fp16_t *kt = k + (size_t)(t0 + j) * stride;
-                prefetch_row(kt + KEY_PREFETCH * stride, hd);
+                if (t0 + j + KEY_PREFETCH < n_pos) prefetch_row(kt + KEY_PREFETCH * stride, hd);
                 prefetch_row(v + (size_t)(t0 + j) * stride, hd);
                 for (int c = 0; c < nv; c++) {
                     __m512 kc = load16_f16(kt + 16 * c);

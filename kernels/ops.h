@@ -1,4 +1,5 @@
-/* Non-matmul steps of the forward pass, scalar. */
+/* Non-matmul steps of the forward pass: the scalar versions, and for the
+ * row steps the kernel path's vector versions (op_*_for). */
 #ifndef HEARTH_OPS_H
 #define HEARTH_OPS_H
 
