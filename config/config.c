@@ -1,5 +1,5 @@
 /* The configuration layers (see config.h). */
-#include "config.h"
+#include "config/config.h"
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Attention per head: the scalar oracle and the dispatch (see attention.h). */
-#include "attention.h"
-#include "ops.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
 #include <math.h>
 #include <string.h>
 

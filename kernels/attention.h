@@ -7,8 +7,8 @@
 #define HEARTH_ATTENTION_H
 
 #include <stddef.h>
-#include "formats.h"
-#include "kernels.h"
+#include "kernels/formats.h"
+#include "kernels/kernels.h"
 
 /* Query heads that share one KV head and are computed in one call. */
 #define ATTN_GROUP_MAX 4

@@ -9,8 +9,8 @@
  * and one transpose-and-add tree turns the 16 vectors into the 16 scores, in
  * key order. The softmax's exp is vexp16 (vec_exp.h), and the weights are
  * left unnormalized until the end: out = (sum_t e_t v_t) / sum_t e_t. */
-#include "attention.h"
-#include "vec_exp.h"
+#include "kernels/attention.h"
+#include "kernels/vec_exp.h"
 #include <immintrin.h>
 #include <math.h>
 

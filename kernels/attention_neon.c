@@ -16,8 +16,8 @@
  * memory cost a load and a store per multiply-add. Each value element is
  * still converted once, and nothing is sized by the head dimension, so it
  * has no upper limit. */
-#include "attention.h"
-#include "vec_exp.h"
+#include "kernels/attention.h"
+#include "kernels/vec_exp.h"
 #include <arm_neon.h>
 #include <math.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /* Attention per head with F16C conversions and FMA, 8 lanes at a time
  * (compiled with -mavx2 -mfma -mf16c; only called after the CPU probe).
  * Head dimensions that are not a multiple of 8 finish with a scalar tail. */
-#include "attention.h"
-#include "ops.h"
-#include "vec_exp.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+#include "kernels/vec_exp.h"
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -2,8 +2,8 @@
  * CPU and the OS report (cpuid + xgetbv on x86, HWCAP on Linux/aarch64,
  * sysctl on macOS), never from build flags alone. HEARTH_KERNELS=name forces
  * one (when this CPU can run it), so two paths can be compared in one binary. */
-#include "kernels.h"
-#include "kern_path.h"
+#include "kernels/kernels.h"
+#include "kernels/kern_path.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -44,7 +44,7 @@
  *
  * format_dot_f32: acc = fmaf(w[i], x[i], acc) for i in order, w[i] the
  * dequantized weight (quantized formats are dequantized block by block). */
-#include "formats.h"
+#include "kernels/formats.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * Q8_0 uses the sign trick (|w| unsigned, sign moved to the activation).
  * The float part is exactly that of formats.c, as in the AVX-512 path, so
  * results are bit-identical to the scalar oracle. */
-#include "kern_path.h"
+#include "kernels/kern_path.h"
 
 #include <immintrin.h>
 #include <string.h>

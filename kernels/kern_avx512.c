@@ -10,7 +10,7 @@
  * format_dot_q8 / format_dot_f32 (same multiplies, same fused multiply-adds,
  * blocks in order), so every output is bit-identical to the scalar oracle,
  * whatever M, the tile, or the thread split. */
-#include "kern_path.h"
+#include "kernels/kern_path.h"
 
 #include <immintrin.h>
 #include <string.h>

@@ -19,7 +19,7 @@
  * same fused multiply-adds, blocks in order). GEMV and GEMM share fold(), so
  * every output is bit-identical to the scalar oracle whatever M, the tile,
  * or whether i8mm ran it (batch invariance). */
-#include "kern_path.h"
+#include "kernels/kern_path.h"
 
 #include <arm_neon.h>
 #include <string.h>

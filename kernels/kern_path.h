@@ -46,7 +46,7 @@
 #ifndef HEARTH_KERN_PATH_H
 #define HEARTH_KERN_PATH_H
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #define KP_ROWS 16          /* rows in a panel */
 #define KP_UNIT_ROWS 32     /* rows in one work item handed to a thread (2 panels) */

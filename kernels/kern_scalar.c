@@ -1,7 +1,7 @@
 /* The scalar path: the reference dot products of formats.c, one output at a
  * time, on the original GGUF layout. It is the oracle the fast paths are
  * tested against and the fallback for any format a fast path lacks. */
-#include "kern_path.h"
+#include "kernels/kern_path.h"
 
 static bool scalar_packs(int type) { (void)type; return false; }
 

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
-#include "formats.h"
+#include "kernels/formats.h"
 
 struct hpool;
 

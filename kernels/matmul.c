@@ -6,9 +6,9 @@
  * every path computes each output with the accumulation order formats.c
  * defines. So a row's result does not depend on M, on the thread split, or
  * on the path. */
-#include "kernels.h"
-#include "kern_path.h"
-#include "../engine/pool.h"
+#include "kernels/kernels.h"
+#include "kernels/kern_path.h"
+#include "runtime/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* Non-matmul steps of the forward pass, scalar (and the SwiGLU dispatch). Sums run sequentially in
  * float with explicit fmaf() so results do not depend on the compiler's
  * choice to contract a*b+c. */
-#include "ops.h"
-#include "kernels.h"
+#include "kernels/ops.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 

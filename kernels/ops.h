@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 #include <stdbool.h>
-#include "formats.h"
+#include "kernels/formats.h"
 
 /* The lanes of op_rmsnorm's sum of squares (see ops.c). */
 #define OP_LANES 16

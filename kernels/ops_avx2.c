@@ -4,8 +4,8 @@
  * accumulators, rope the same multiplies and fused multiply-adds per
  * element, the fp16 store F16C's round to nearest even. Tails go through
  * masked loads and stores (the fp16 store's through f32_to_fp16). */
-#include "ops.h"
-#include "ops_x86.h"
+#include "kernels/ops.h"
+#include "kernels/ops_x86.h"
 
 /* Lanes [0, n) of 8 set (n may exceed 8). */
 static inline __m256i lanes(int n) {

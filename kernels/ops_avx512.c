@@ -3,9 +3,9 @@
  * version gives: rope and the fp16 store bit for bit, SwiGLU within 1e-6
  * relative (its exp is vexp16). Tails go through masked loads or the scalar
  * code. */
-#include "ops.h"
-#include "vec_exp.h"
-#include "ops_x86.h"
+#include "kernels/ops.h"
+#include "kernels/vec_exp.h"
+#include "kernels/ops_x86.h"
 
 /* SwiGLU: op_swiglu 16 lanes at a time, exp(-g) by vexp16. vexp16 takes any
  * input here: -g above 88 overflows to inf through scalef (silu -> -0),

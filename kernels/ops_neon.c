@@ -5,7 +5,7 @@
  * de-interleave), the fp16 store the hardware conversion, which rounds to
  * nearest even and keeps a NaN's top payload bits as f32_to_fp16 does.
  * Tails go through the scalar code's own per-element steps. */
-#include "ops.h"
+#include "kernels/ops.h"
 #include <arm_neon.h>
 #include <math.h>
 

@@ -1,6 +1,6 @@
 /* The access log (see access_log.h). */
-#include "access_log.h"
-#include "utf8.h"
+#include "server/access_log.h"
+#include "server/utf8.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #ifndef HEARTH_ACCESS_LOG_H
 #define HEARTH_ACCESS_LOG_H
 
-#include "server.h"
+#include "server/server.h"
 
 /* The http_done_fn of the server (ud is the server). */
 void access_log(void *ud, http_req *r);

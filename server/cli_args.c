@@ -1,5 +1,5 @@
 /* Flag parsing helpers (see cli_args.h). */
-#include "cli_args.h"
+#include "server/cli_args.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

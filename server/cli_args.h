@@ -3,7 +3,7 @@
 #define HEARTH_CLI_ARGS_H
 
 #include <stdbool.h>
-#include "../engine/sampler.h"
+#include "engine/sample/sampler.h"
 
 /* If argv[*i] is `name` (or `alt`), take its value from argv[*i + 1]. */
 bool arg_is(int argc, char **argv, int *i, const char *name, const char *alt, const char **value);

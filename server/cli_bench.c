@@ -2,11 +2,11 @@
  * slot, like llama-bench, next to the memory bandwidth measured in the same
  * run, so decode speed reads as a fraction of its bound
  * (bandwidth / weight bytes read per token). */
-#include "commands.h"
-#include "cli_args.h"
-#include "../engine/generate.h"
-#include "../engine/pool.h"
-#include "../engine/synth_model.h"
+#include "server/commands.h"
+#include "server/cli_args.h"
+#include "engine/sched/generate.h"
+#include "runtime/pool.h"
+#include "engine/synth/synth_model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "commands.h"
-#include "../config/config.h"
-#include "../kernels/kernels.h"
+#include "server/commands.h"
+#include "config/config.h"
+#include "kernels/kernels.h"
 
 #ifndef HEARTH_VERSION
 #define HEARTH_VERSION "unknown"

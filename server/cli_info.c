@@ -1,10 +1,10 @@
 /* `hearth info`: what a model file is: architecture, shapes, tensor types,
  * vocabulary, chat template. */
-#include "commands.h"
-#include "cli_args.h"
-#include "../engine/model.h"
-#include "../engine/tokenizer.h"
-#include "../engine/chat_template.h"
+#include "server/commands.h"
+#include "server/cli_args.h"
+#include "engine/model/model.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/chat_template.h"
 #include <stdio.h>
 #include <string.h>
 

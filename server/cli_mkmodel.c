@@ -1,7 +1,7 @@
 /* `hearth mkmodel`: the model writer from the command line. */
-#include "commands.h"
-#include "cli_args.h"
-#include "../engine/synth_model.h"
+#include "server/commands.h"
+#include "server/cli_args.h"
+#include "engine/synth/synth_model.h"
 #include <stdio.h>
 #include <string.h>
 

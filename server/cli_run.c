@@ -1,12 +1,12 @@
 /* `hearth run`: generate from a prompt on the command line, streaming the
  * text to stdout and the speeds to stderr. */
-#include "commands.h"
-#include "cli_args.h"
-#include "../engine/generate.h"
-#include "../engine/pool.h"
-#include "../engine/rss.h"
-#include "../engine/synth_model.h"
-#include "../engine/tokenizer.h"
+#include "server/commands.h"
+#include "server/cli_args.h"
+#include "engine/sched/generate.h"
+#include "runtime/pool.h"
+#include "runtime/rss.h"
+#include "engine/synth/synth_model.h"
+#include "engine/text/tokenizer.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

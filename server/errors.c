@@ -1,6 +1,6 @@
 /* OpenAI-style error objects (see errors.h). */
-#include "errors.h"
-#include "utf8.h"
+#include "server/errors.h"
+#include "server/utf8.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

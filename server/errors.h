@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 #include <cjson/cJSON.h>
-#include "http.h"
+#include "server/http.h"
 
 typedef struct api_error {
     int status;

@@ -3,7 +3,7 @@
 #ifndef HEARTH_FMT_H
 #define HEARTH_FMT_H
 
-#include "gen.h"
+#include "server/gen.h"
 
 extern const gen_fmt fmt_chat;
 extern const gen_fmt fmt_completion;

@@ -1,8 +1,8 @@
 /* llama.cpp's answer shape for /completion and /infill, whole or as SSE
  * events (no "[DONE]" at the end, as llama.cpp does), see fmt.h. */
-#include "fmt.h"
-#include "errors.h"
-#include "utf8.h"
+#include "server/fmt.h"
+#include "server/errors.h"
+#include "server/utf8.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

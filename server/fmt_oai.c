@@ -1,9 +1,9 @@
 /* OpenAI answer shapes: chat.completion(.chunk) and text_completion,
  * whole or as SSE chunks (see fmt.h). */
-#include "fmt.h"
-#include "errors.h"
-#include "utf8.h"
-#include "../engine/tokenizer.h"
+#include "server/fmt.h"
+#include "server/errors.h"
+#include "server/utf8.h"
+#include "engine/text/tokenizer.h"
 #include <stdlib.h>
 #include <string.h>
 

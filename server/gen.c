@@ -1,6 +1,6 @@
 /* One generation request between HTTP and the engine (see gen.h). */
-#include "gen.h"
-#include "errors.h"
+#include "server/gen.h"
+#include "server/errors.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

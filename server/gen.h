@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <cjson/cJSON.h>
-#include "server.h"
+#include "server/server.h"
 
 typedef enum { GEN_CHAT, GEN_COMPLETION, GEN_LLAMA } gen_kind;
 

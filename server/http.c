@@ -8,7 +8,7 @@
  * fd sets and timeout. MHD's connection notifications drop a descriptor's
  * handle before MHD closes it, so a reused descriptor never inherits a
  * stale registration. */
-#include "http.h"
+#include "server/http.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>

@@ -1,8 +1,8 @@
 /* hearth: entry point; dispatches to the subcommands. */
 #include <stdio.h>
 #include <string.h>
-#include "commands.h"
-#include "../config/config.h"
+#include "server/commands.h"
+#include "config/config.h"
 
 static const char usage[] =
     "usage: hearth COMMAND [flags]      (hearth COMMAND --help lists its flags)\n"

@@ -1,5 +1,5 @@
 /* Counters and histograms in Prometheus text format (see metrics.h). */
-#include "metrics.h"
+#include "server/metrics.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "../engine/engine.h"
+#include "engine/sched/engine.h"
 
 #define HIST_MAX_BUCKETS 16
 

@@ -1,8 +1,8 @@
 /* Building prompts (see prompt.h). */
-#include "prompt.h"
-#include "request_json.h"
-#include "../engine/chat_template.h"
-#include "../engine/tokenizer.h"
+#include "server/prompt.h"
+#include "server/request_json.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,8 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
-#include "errors.h"
-#include "server.h"
+#include "server/errors.h"
+#include "server/server.h"
 
 /* The messages rendered with the server's chat template (malloc'd), or NULL with e. */
 char *prompt_render_chat(const server *s, const cJSON *messages, api_error *e);

@@ -1,6 +1,6 @@
 /* Reading request fields with checks (see request_json.h). */
-#include "request_json.h"
-#include "../engine/tokenizer.h"
+#include "server/request_json.h"
+#include "engine/text/tokenizer.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

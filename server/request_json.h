@@ -6,8 +6,8 @@
 
 #include <stdbool.h>
 #include <cjson/cJSON.h>
-#include "errors.h"
-#include "gen.h"
+#include "server/errors.h"
+#include "server/gen.h"
 
 /* The field, or NULL when absent or null. */
 const cJSON *jf_get(const cJSON *o, const char *key);

@@ -1,9 +1,9 @@
 /* The HTTP handler: finds the endpoint, then checks in order the method,
  * the API key, the body size, the server's state and the JSON body, and
  * answers an OpenAI error object for the first thing wrong. */
-#include "routes.h"
-#include "errors.h"
-#include "utf8.h"
+#include "server/routes.h"
+#include "server/errors.h"
+#include "server/utf8.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #define HEARTH_ROUTES_H
 
 #include <cjson/cJSON.h>
-#include "server.h"
+#include "server/server.h"
 
 /* routes_oai.c */
 void route_chat(server *s, http_req *r, const cJSON *body);

@@ -1,11 +1,11 @@
 /* Endpoints that describe the server: /v1/models, /health, /props, /slots,
  * /metrics and the prompt cache (/cache). */
-#include "routes.h"
-#include "errors.h"
-#include "fmt.h"
-#include "gen.h"
-#include "request_json.h"
-#include "../engine/chat_template.h"
+#include "server/routes.h"
+#include "server/errors.h"
+#include "server/fmt.h"
+#include "server/gen.h"
+#include "server/request_json.h"
+#include "engine/text/chat_template.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,13 +1,13 @@
 /* llama.cpp's native endpoints: POST /completion, /infill, /tokenize,
  * /detokenize and /apply-template, in the shapes editor plugins send. */
-#include "routes.h"
-#include "errors.h"
-#include "fmt.h"
-#include "gen.h"
-#include "prompt.h"
-#include "request_json.h"
-#include "utf8.h"
-#include "../engine/tokenizer.h"
+#include "server/routes.h"
+#include "server/errors.h"
+#include "server/fmt.h"
+#include "server/gen.h"
+#include "server/prompt.h"
+#include "server/request_json.h"
+#include "server/utf8.h"
+#include "engine/text/tokenizer.h"
 #include <stdlib.h>
 #include <string.h>
 

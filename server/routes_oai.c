@@ -1,9 +1,9 @@
 /* POST /v1/chat/completions and POST /v1/completions. */
-#include "routes.h"
-#include "fmt.h"
-#include "gen.h"
-#include "prompt.h"
-#include "request_json.h"
+#include "server/routes.h"
+#include "server/fmt.h"
+#include "server/gen.h"
+#include "server/prompt.h"
+#include "server/request_json.h"
 #include <stdlib.h>
 #include <string.h>
 

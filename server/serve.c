@@ -2,14 +2,14 @@
  * while the model loads on a thread), load, create the engine, serve, and
  * on SIGINT/SIGTERM stop accepting, end every generation, let the answers
  * go out, and exit 0. */
-#include "commands.h"
-#include "cli_args.h"
-#include "access_log.h"
-#include "gen.h"
-#include "../engine/chat_template.h"
-#include "../engine/pool.h"
-#include "../engine/synth_model.h"
-#include "../engine/tokenizer.h"
+#include "server/commands.h"
+#include "server/cli_args.h"
+#include "server/access_log.h"
+#include "server/gen.h"
+#include "engine/text/chat_template.h"
+#include "runtime/pool.h"
+#include "engine/synth/synth_model.h"
+#include "engine/text/tokenizer.h"
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>

@@ -8,9 +8,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
-#include "../engine/engine.h"
-#include "http.h"
-#include "metrics.h"
+#include "engine/sched/engine.h"
+#include "server/http.h"
+#include "server/metrics.h"
 
 typedef struct server_opts {
     const char *model_path;   /* NULL: the demo model */

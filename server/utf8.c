@@ -1,5 +1,5 @@
 /* UTF-8 checks (see utf8.h). */
-#include "utf8.h"
+#include "server/utf8.h"
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>

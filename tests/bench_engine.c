@@ -11,7 +11,7 @@
  * Not a test: run it by hand.
  *   build/tests/bench_engine [-m MODEL.gguf] [-r RUNS] [-n TOKENS] [-t THREADS]
  *                            [-b BATCH] [-d ROWS_WHILE_GENERATING] [-s 1,2,4,8] [-p PROMPT] [-l LONG_PROMPT] */
-#include "../engine/engine.h"
+#include "engine/sched/engine.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

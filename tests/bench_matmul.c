@@ -12,7 +12,7 @@
  * the figure is memory bandwidth, not cache. */
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
-#include "engine/pool.h"
+#include "runtime/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

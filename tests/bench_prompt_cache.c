@@ -10,7 +10,7 @@
  * Not a test: run it by hand.
  *   build/tests/bench_prompt_cache MODEL.gguf [-t THREADS] [-n PROMPT_TOKENS]
  *       [-r RUNS] [-k HIT_REPEATS] [-T TURNS] [-u TURN_TOKENS] [-B BLOCK] [--db PATH] */
-#include "../engine/engine.h"
+#include "engine/sched/engine.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,10 +2,10 @@
  * emoji, runs of spaces) encoded with each vocabulary, several runs each;
  * prints min / median / max milliseconds. Not a test: run it by hand.
  *   HEARTH_SHARED=../shared build/tests/bench_tokenizer [runs] */
-#include "test.h"
-#include "engine/tokenizer.h"
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "tests/test.h"
+#include "engine/text/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 
 #include <stdint.h>
 #include <time.h>

@@ -3,8 +3,8 @@
  * tails, context lengths from 1 up (around the 16-key blocks too) and flat
  * or peaked scores; a planted control (an oracle that skips the last
  * position) must fail the same check. */
-#include "test.h"
-#include "../kernels/attention.h"
+#include "tests/test.h"
+#include "kernels/attention.h"
 #include <math.h>
 
 static uint64_t rng = 88172645463325252ull;

@@ -1,9 +1,9 @@
 /* Chat template tests: exact renderings of each family (expected strings
  * written by hand from each family's documented format), detection of real
  * and representative Jinja sources, and errors. */
-#include "test.h"
-#include "engine/chat_template.h"
-#include "engine/gguf.h"
+#include "tests/test.h"
+#include "engine/text/chat_template.h"
+#include "engine/gguf/gguf.h"
 
 #include <cjson/cJSON.h>
 

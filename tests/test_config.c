@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "test.h"
-#include "../config/config.h"
+#include "tests/test.h"
+#include "config/config.h"
 
 static char dir[64];
 

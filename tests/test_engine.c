@@ -7,10 +7,10 @@
  * - a prompt reusing a resident prefix == a fresh prefill;
  * the ways a job ends: max_tokens, stop strings, context full, queue full;
  * and the prompt budget while a stream generates (n_batch_decoding). */
-#include "test.h"
-#include "../engine/engine.h"
-#include "../engine/synth_model.h"
-#include "../engine/tokenizer.h"
+#include "tests/test.h"
+#include "engine/sched/engine.h"
+#include "engine/synth/synth_model.h"
+#include "engine/text/tokenizer.h"
 #include <pthread.h>
 #include <unistd.h>
 

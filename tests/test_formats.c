@@ -6,7 +6,7 @@
  *    planted wrong decoder that the same check must reject;
  *  - dot products against double-precision sums over the dequantized values;
  *  - rmsnorm, rope, softmax, swiglu, add against naive double code. */
-#include "test.h"
+#include "tests/test.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
 #include "kernels/kernels.h"

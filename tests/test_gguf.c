@@ -3,9 +3,9 @@
  * bytes, huge counts and sizes, bad alignment, bad types). Every parse of
  * hostile input runs on a heap copy of exactly its size, so ASan sees any
  * read past the end. */
-#include "test.h"
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "tests/test.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 #include "kernels/formats.h"
 
 #include <stdint.h>

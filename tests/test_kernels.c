@@ -12,10 +12,10 @@
  *  - a path's own activation quantizer == act_quantize_row, byte for byte;
  *  - preparing a weight leaves the bytes it was made from intact;
  *  - path names, forcing and the HEARTH_KERNELS names. */
-#include "test.h"
+#include "tests/test.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
-#include "engine/pool.h"
+#include "runtime/pool.h"
 
 #include <float.h>
 #include <math.h>

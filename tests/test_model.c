@@ -9,13 +9,13 @@
  * - a loaded model keeps nothing of its file: truncating or rewriting it
  *   changes no logit, on every kernel path;
  * - model_load names what is wrong in a bad file. */
-#include "test.h"
-#include "../engine/generate.h"
-#include "../engine/gguf_write.h"
-#include "../engine/pool.h"
-#include "../engine/rss.h"
-#include "../engine/synth_model.h"
-#include "../engine/tokenizer.h"
+#include "tests/test.h"
+#include "engine/sched/generate.h"
+#include "engine/gguf/gguf_write.h"
+#include "runtime/pool.h"
+#include "runtime/rss.h"
+#include "engine/synth/synth_model.h"
+#include "engine/text/tokenizer.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #if defined(__GLIBC__)

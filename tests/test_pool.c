@@ -4,8 +4,8 @@
  * the workers fell asleep; destroy while idle; a NULL pool runs inline.
  * A planted control: a deliberately broken "pool" that skips the last block
  * must be caught by the same check. */
-#include "test.h"
-#include "engine/pool.h"
+#include "tests/test.h"
+#include "runtime/pool.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

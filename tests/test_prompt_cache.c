@@ -11,12 +11,12 @@
  * - kill -9 during writes leaves a database that opens and answers;
  * - a changed model file gets no hits; two identical prompts at once are
  *   stored once; LRU eviction under a small cap; clear. */
-#include "test.h"
-#include "../engine/engine.h"
-#include "../engine/block_codec.h"
-#include "../engine/prompt_cache.h"
-#include "../engine/synth_model.h"
-#include "../kernels/kernels.h"
+#include "tests/test.h"
+#include "engine/sched/engine.h"
+#include "engine/cache/block_codec.h"
+#include "engine/cache/prompt_cache.h"
+#include "engine/synth/synth_model.h"
+#include "kernels/kernels.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

@@ -1,8 +1,8 @@
 /* Sampler tests: every filter against a brute-force model of the filtered
  * distribution (empirical frequencies over many draws with a fixed seed),
  * penalties against their formulas, bans, seeds, reset, logprobs. */
-#include "test.h"
-#include "engine/sampler.h"
+#include "tests/test.h"
+#include "engine/sample/sampler.h"
 
 #include <float.h>
 #include <math.h>

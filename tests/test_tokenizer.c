@@ -3,10 +3,10 @@
  * prompt tokens of the reference fixtures, special tokens and their ids,
  * decoding, streaming detokenization, and hostile input (random bytes,
  * invalid UTF-8, ids out of range). */
-#include "test.h"
-#include "engine/tokenizer.h"
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
+#include "tests/test.h"
+#include "engine/text/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 
 #include <stdint.h>
 #include <stdbool.h>

@@ -12,7 +12,7 @@
  * so the fuzzer also reaches everything the checksum guards. The input is
  * copied into a buffer of exactly its size, so ASan catches any read past
  * its end; on success every token and KV byte of the view is read. */
-#include "engine/block_codec.h"
+#include "engine/cache/block_codec.h"
 
 #include <stdlib.h>
 #include <string.h>

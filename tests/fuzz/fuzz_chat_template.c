@@ -13,7 +13,7 @@
  *     appears in the output;
  *   - chat_template_detect on the whole input as a string gives -1 or a
  *     template whose name maps back to it. */
-#include "engine/chat_template.h"
+#include "engine/text/chat_template.h"
 
 #include <stdint.h>
 #include <stdio.h>

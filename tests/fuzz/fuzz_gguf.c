@@ -7,7 +7,7 @@
  * (the first corpus folder is a scratch copy that collects new inputs). On
  * success every value, string and tensor the reader hands out is touched, so
  * ASan catches any pointer it returns that lies outside the input. */
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 
 #include <stdlib.h>
 #include <string.h>

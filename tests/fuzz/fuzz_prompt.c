@@ -22,8 +22,8 @@
  * ASan/LSan see any leak or bad access on the way (the fuzzer's per-input
  * leak check). */
 #include "tests/fuzz/fuzz_vocabs.h"
-#include "engine/chat_template.h"
-#include "engine/model.h"
+#include "engine/text/chat_template.h"
+#include "engine/model/model.h"
 #include "server/fmt.h"
 #include "server/gen.h"
 #include "server/routes.h"

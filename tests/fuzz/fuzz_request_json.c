@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
-#include "engine/model.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/model/model.h"
 #include "server/request_json.h"
 #include "server/utf8.h"
 

@@ -5,9 +5,9 @@
 #ifndef HEARTH_FUZZ_VOCABS_H
 #define HEARTH_FUZZ_VOCABS_H
 
-#include "engine/gguf.h"
-#include "engine/gguf_write.h"
-#include "engine/tokenizer.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/text/tokenizer.h"
 
 #include <stdint.h>
 #include <stdio.h>

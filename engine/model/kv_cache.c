@@ -1,5 +1,5 @@
 /* The KV cache: fp16, one region per (layer, slot, KV head), all allocated at start. */
-#include "forward.h"
+#include "engine/model/forward.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -5,8 +5,8 @@
 #define HEARTH_GENERATE_H
 
 #include <stdint.h>
-#include "model.h"
-#include "forward.h"
+#include "engine/model/model.h"
+#include "engine/model/forward.h"
 
 struct hpool;
 

@@ -1,5 +1,5 @@
 /* Encoding and decoding of a prompt-state block (see block_codec.h). */
-#include "block_codec.h"
+#include "engine/cache/block_codec.h"
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

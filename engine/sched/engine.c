@@ -15,11 +15,11 @@
  * them stored in the sqlite cache is copied into the slot (prompt_cache.h).
  * Only the rest is prefilled. As prefill completes blocks, they are copied
  * out to the cache's writer thread, once per block across all streams. */
-#include "engine.h"
-#include "forward.h"
-#include "pool.h"
-#include "stop_text.h"
-#include "tokenizer.h"
+#include "engine/sched/engine.h"
+#include "engine/model/forward.h"
+#include "runtime/pool.h"
+#include "engine/text/stop_text.h"
+#include "engine/text/tokenizer.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>

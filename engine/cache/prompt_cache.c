@@ -19,10 +19,10 @@
  * the deepest block first on a tie, since a chain is only usable from its
  * first block. The blob is read with incremental blob I/O straight into a
  * reusable buffer. */
-#include "prompt_cache.h"
-#include "model.h"
-#include "forward.h"
-#include "../kernels/kernels.h"
+#include "engine/cache/prompt_cache.h"
+#include "engine/model/model.h"
+#include "engine/model/forward.h"
+#include "kernels/kernels.h"
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>

@@ -11,7 +11,7 @@
  * the job's own. The caller waits until `done` reaches the number of
  * blocks, not for every worker to wake: a sleeping worker never delays a
  * short job. */
-#include "pool.h"
+#include "runtime/pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

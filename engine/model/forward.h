@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include <stdbool.h>
-#include "model.h"
+#include "engine/model/model.h"
 
 struct hpool;
 

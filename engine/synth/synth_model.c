@@ -1,10 +1,10 @@
 /* The model writer (see synth_model.h). Weights are uniform random,
  * scaled so every layer matters: each projection keeps unit variance and
  * the output norm is large, so logits spread widely. */
-#include "synth_model.h"
-#include "gguf_write.h"
-#include "tokenizer.h"
-#include "../kernels/formats.h"
+#include "engine/synth/synth_model.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/text/tokenizer.h"
+#include "kernels/formats.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Resident memory of this process (see rss.h). */
-#include "rss.h"
+#include "runtime/rss.h"
 #include <stdio.h>
 #include <unistd.h>
 #if defined(__APPLE__)

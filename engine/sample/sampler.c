@@ -20,7 +20,7 @@
  * them share the mass equally). If bias and penalties ban every token, the
  * argmax of the raw logits is returned; if even those are all NaN/-inf,
  * token 0. The result is always in [0, n_vocab). */
-#include "sampler.h"
+#include "engine/sample/sampler.h"
 
 #include <float.h>
 #include <math.h>

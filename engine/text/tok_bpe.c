@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
-#include "gguf.h"
+#include "engine/text/tok_internal.h"
+#include "engine/gguf/gguf.h"
 
 /* ---- the byte-level mapping ------------------------------------------
  * Printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves;

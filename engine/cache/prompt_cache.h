@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "block_codec.h"
+#include "engine/cache/block_codec.h"
 
 struct model;
 

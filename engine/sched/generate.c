@@ -1,6 +1,6 @@
 /* One sequence on slot 0 (see generate.h). */
-#include "generate.h"
-#include "pool.h"
+#include "engine/sched/generate.h"
+#include "runtime/pool.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -8,10 +8,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "tokenizer.h"
-#include "tok_internal.h"
-#include "gguf.h"
-#include "gguf_write.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tok_internal.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/gguf_write.h"
 
 #define MAX_VOCAB (1 << 24)
 

@@ -2,7 +2,7 @@
  * nothing is read or allocated before the bytes (or, for counts, enough
  * bytes for that many items) are known to be in the file. Values stay in
  * the map; only keys, tensor names and the two tables are allocated. */
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 #include "kernels/formats.h"
 
 #include <errno.h>

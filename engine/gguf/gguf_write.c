@@ -2,8 +2,8 @@
  * copied and laid out at write time, each at a multiple of the alignment.
  * The first failure (bad argument, out of memory) is kept and reported by
  * gguf_writer_save / gguf_writer_to_buffer; later calls do nothing. */
-#include "engine/gguf_write.h"
-#include "engine/gguf.h"
+#include "engine/gguf/gguf_write.h"
+#include "engine/gguf/gguf.h"
 #include "kernels/formats.h"
 
 #include <stdarg.h>

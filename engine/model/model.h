@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
-#include "gguf.h"
-#include "../kernels/kernels.h"
+#include "engine/gguf/gguf.h"
+#include "kernels/kernels.h"
 
 struct tokenizer;
 

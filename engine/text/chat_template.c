@@ -33,7 +33,7 @@
  * held and put at the start of the next user turn; a system message with no
  * user turn after it gets a user turn of its own. Only chatml and llama3 can
  * express tool results; elsewhere "tool" is an error naming the role. */
-#include "chat_template.h"
+#include "engine/text/chat_template.h"
 
 #include <stdarg.h>
 #include <stdio.h>

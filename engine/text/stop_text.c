@@ -1,7 +1,7 @@
 /* Stop strings over a stream of text (see stop_text.h). Each push joins
  * the held text and the new text in `buf`; what can no longer be part of a
  * stop string is handed out from `buf`, the rest moves back to `held`. */
-#include "stop_text.h"
+#include "engine/text/stop_text.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "model.h"
+#include "engine/model/model.h"
 
 typedef struct synth_spec {
     model_arch arch;

@@ -2,9 +2,9 @@
  * defaults), every tensor checked for presence, type and shape, and the
  * plan parameters set from the architecture. Once loaded, the model holds
  * nothing of the file (see detach_weights). */
-#include "model.h"
-#include "block_codec.h"
-#include "tokenizer.h"
+#include "engine/model/model.h"
+#include "engine/cache/block_codec.h"
+#include "engine/text/tokenizer.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,10 +1,10 @@
 /* The CPU executor of the plan. One pass over a batch of tokens from any
  * slots, read top to bottom like llama2.c's forward(): every architecture
  * is the same sequence of steps, switched by the plan's parameters. */
-#include "forward.h"
-#include "pool.h"
-#include "../kernels/ops.h"
-#include "../kernels/attention.h"
+#include "engine/model/forward.h"
+#include "runtime/pool.h"
+#include "kernels/ops.h"
+#include "kernels/attention.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok_internal.h"
+#include "engine/text/tok_internal.h"
 
 typedef struct {
     uint32_t start, n;      /* bytes in the escaped text; n = 0 once merged away */

@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
-#include "model.h"
-#include "sampler.h"
-#include "prompt_cache.h"
+#include "engine/model/model.h"
+#include "engine/sample/sampler.h"
+#include "engine/cache/prompt_cache.h"
 
 typedef struct engine engine;
 

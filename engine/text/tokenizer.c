@@ -9,8 +9,8 @@
 #include <limits.h>
 #include <math.h>
 
-#include "tok_internal.h"
-#include "gguf.h"
+#include "engine/text/tok_internal.h"
+#include "engine/gguf/gguf.h"
 
 /* ---- small containers ----------------------------------------------- */
 
