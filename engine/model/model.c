@@ -3,6 +3,7 @@
  * plan parameters set from the architecture. Once loaded, the model holds
  * nothing of the file (see detach_weights). */
 #include "engine/model/model.h"
+#include "engine/model/model_check.h"
 #include "engine/cache/block_codec.h"
 #include "engine/text/tokenizer.h"
 #include <math.h>
@@ -332,7 +333,10 @@ model *model_load(const char *path, char *err, size_t errlen) {
     }
     loader L = { m, &g, err, errlen, 0 };
     read_params(&L);
+    /* bounds first: nothing is sized from a hyperparameter before they hold */
+    if (!L.failed && model_check_params(&m->p, err, errlen)) L.failed = 1;
     if (!L.failed) load_tensors(&L);
+    if (!L.failed && model_check_params(&m->p, err, errlen)) L.failed = 1;
     if (!L.failed) {
         char terr[256];
         m->tok = tokenizer_load(&g, terr, sizeof terr);
