@@ -91,17 +91,27 @@ static bool parse_stop(const cJSON *b, gen_opts *o, api_error *e) {
 
 #define MAX_LOGIT_BIAS 1024
 
-static bool bias_add(gen_opts *o, int *cap, int32_t id, float bias) {
+/* 0, 1 past the cap (counted after text entries are tokenized, so one
+ * long text cannot make every sampling step walk a huge list), -1 out of memory */
+static int bias_add(gen_opts *o, int *cap, int32_t id, float bias) {
+    if (o->jp.sampling.n_logit_bias >= MAX_LOGIT_BIAS) return 1;
     if (o->jp.sampling.n_logit_bias == *cap) {
         int c = *cap ? *cap * 2 : 16;
         logit_bias_entry *nb = realloc(o->bias, sizeof *nb * (size_t)c);
-        if (!nb) return false;
+        if (!nb) return -1;
         o->bias = nb;
         *cap = c;
     }
     o->bias[o->jp.sampling.n_logit_bias].id = id;
     o->bias[o->jp.sampling.n_logit_bias++].bias = bias;
-    return true;
+    return 0;
+}
+
+static bool bias_fail(api_error *e, int rc) {
+    if (rc > 0)
+        return api_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: at most %d entries (text entries count "
+                        "one per token)", MAX_LOGIT_BIAS);
+    return api_fail(e, 500, NULL, NULL, "out of memory");
 }
 
 static bool bias_value(const cJSON *v, float *out) {
@@ -131,7 +141,8 @@ static bool parse_logit_bias(const server *s, const cJSON *b, gen_opts *o, api_e
                                 it->string, n_vocab);
             if (!bias_value(it, &bias))
                 return api_fail(e, 400, "logit_bias", "invalid_type", "logit_bias: the bias of %ld must be a number", id);
-            if (!bias_add(o, &cap, (int32_t)id, bias)) return api_fail(e, 500, NULL, NULL, "out of memory");
+            int rc = bias_add(o, &cap, (int32_t)id, bias);
+            if (rc) return bias_fail(e, rc);
         }
     } else if (cJSON_IsArray(v)) {
         cJSON_ArrayForEach(it, v) {
@@ -142,13 +153,16 @@ static bool parse_logit_bias(const server *s, const cJSON *b, gen_opts *o, api_e
             if (cJSON_IsString(k)) {
                 int32_t *ids = NULL;
                 int n = tokenizer_encode(s->model->tok, k->valuestring, strlen(k->valuestring), false, false, &ids);
-                for (int i = 0; i < n; i++)
-                    if (!bias_add(o, &cap, ids[i], bias)) { free(ids); return api_fail(e, 500, NULL, NULL, "out of memory"); }
+                for (int i = 0; i < n; i++) {
+                    int rc = bias_add(o, &cap, ids[i], bias);
+                    if (rc) { free(ids); return bias_fail(e, rc); }
+                }
                 free(ids);
                 if (n < 0) return api_fail(e, 500, NULL, NULL, "out of memory");
             } else if (cJSON_IsNumber(k) && k->valuedouble == floor(k->valuedouble) && k->valuedouble >= 0 &&
                        k->valuedouble < n_vocab) {
-                if (!bias_add(o, &cap, (int32_t)k->valuedouble, bias)) return api_fail(e, 500, NULL, NULL, "out of memory");
+                int rc = bias_add(o, &cap, (int32_t)k->valuedouble, bias);
+                if (rc) return bias_fail(e, rc);
             } else {
                 return api_fail(e, 400, "logit_bias", "invalid_value", "logit_bias: tokens must be ids below %d or text",
                                 n_vocab);

@@ -115,6 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (int i = 0; i < o.jp.n_stop; i++) if (!o.jp.stop[i]) abort();
                 if (o.jp.n_top_logprobs < 0 || o.jp.n_top_logprobs > ENGINE_MAX_TOP_LOGPROBS) abort();
                 if (o.jp.max_tokens < -1 || o.jp.max_tokens > srv.n_ctx) abort();
+                if (sp->n_logit_bias > 1024) abort();   /* the cap holds after text entries are tokenized */
                 for (int i = 0; i < sp->n_logit_bias; i++)
                     if (sp->logit_bias[i].id < 0 || sp->logit_bias[i].id >= mdl.p.n_vocab) abort();
             }
