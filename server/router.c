@@ -41,6 +41,8 @@ static const route routes[] = {
     { "/slots", false, "GET", route_slots, "slots", false, true },
     { "/metrics", false, "GET", route_metrics, "metrics", false, true },
     { "/cache", false, "GET DELETE", route_cache, "cache", false, true },
+    { "/", false, "GET", route_webui, "webui", true, false },
+    { "/webui/", true, "GET", route_webui, "webui", true, false },
 };
 
 static const route *find_route(const char *path) {

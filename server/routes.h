@@ -22,5 +22,7 @@ void route_props(server *s, http_req *r, const cJSON *body);
 void route_slots(server *s, http_req *r, const cJSON *body);
 void route_metrics(server *s, http_req *r, const cJSON *body);
 void route_cache(server *s, http_req *r, const cJSON *body);   /* GET and DELETE /cache */
+/* routes_webui.c: the chat page (GET / and /webui/...) */
+void route_webui(server *s, http_req *r, const cJSON *body);
 
 #endif

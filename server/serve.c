@@ -56,6 +56,7 @@ static void usage(void) {
            "  --api-key-file FILE       accepted tokens, one per line\n"
            "  --alias NAME              model name in /v1/models (default: the file name)\n"
            "  --cors-origin ORIGIN      Access-Control-Allow-Origin for browsers\n"
+           "  --no-webui                no chat page at / (404)\n"
            "  --chat-template NAME      chatml, llama3, llama2, mistral, gemma, phi3, zephyr\n"
            "                            (default: matched from the model's own template)\n"
            "  --log-format text|json    access log lines on stderr (default text)\n"
@@ -152,6 +153,7 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
 #define VAL(s, l) if (arg_is(argc, argv, &i, s, l, &v)) { if (!v) return 2;
 #define END }
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        if (!strcmp(argv[i], "--no-webui")) { o->no_webui = true; continue; }
         VAL("-m", "--model") o->model_path = v; END
         else VAL("--host", NULL) o->host = v; END
         else VAL("--port", NULL) if (!arg_int("--port", v, 0, 65535, &o->port)) return 2; END

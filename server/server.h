@@ -21,6 +21,7 @@ typedef struct server_opts {
     const char *cors_origin;
     const char *chat_template;
     bool log_json;
+    bool no_webui;                       /* --no-webui: / answers 404 */
     const char *prompt_cache;            /* path, "off", or NULL for the default place */
     uint64_t prompt_cache_bytes;
     size_t max_body;
