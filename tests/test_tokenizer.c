@@ -137,7 +137,7 @@ static void vocab_vectors(const tokenizer *t, const char *name) {
         free(dec);
         free(ids);
     }
-    CHECKF(cases == 46, "%s: %d cases", name, cases);
+    CHECKF(cases >= 30 && *o == 0, "%s: %d cases, .out lines left: %s", name, cases, *o ? "yes" : "no");
     printf("%s: %d/%d test vectors\n", name, ok, cases);
     free(in);
     free(out);
@@ -178,19 +178,31 @@ static void reference_prompts(void) {
         for (int i = 0; same && i < n; i++) same = ids[i] == (int32_t)cJSON_GetArrayItem(want, i)->valuedouble;
         CHECKF(same, "%s: prompt_tokens differ for \"%s\"", model, prompt);
         if (!same) print_ids("got", ids, n);
-        /* with specials rendered, the prompt comes back (after BOS) */
+        /* with specials rendered, the prompt comes back (after BOS), except
+         * where the model's special tokens ate whitespace (Phi-3) */
         size_t dl;
         char *dec = tokenizer_decode(t, ids, n, true, &dl);
         const char *bos_text = tokenizer_token_text(t, tokenizer_bos(t));
         size_t skip = n > 0 && ids[0] == tokenizer_bos(t) && bos_text ? strlen(bos_text) : 0;
         bool spm_bos = skip && dl > skip && dec[skip] == ' ';   /* "<s> Once": the space encoding added */
-        CHECKF(dec && strcmp(dec + skip + spm_bos, prompt) == 0, "%s: decode \"%s\"", model, dec ? dec : "");
+        if (strncmp(model, "phi3", 4) != 0)
+            CHECKF(dec && strcmp(dec + skip + spm_bos, prompt) == 0, "%s: decode \"%s\"", model, dec ? dec : "");
+        /* and the text after BOS decodes to what encodes back to the same ids */
+        int nb = skip ? 1 : 0;
+        size_t dl2;
+        char *dec2 = tokenizer_decode(t, ids + nb, n - nb, true, &dl2);
+        int32_t *again = NULL;
+        int na = dec2 ? encode(t, dec2, dl2, add, true, &again) : -1;
+        CHECKF(na == n && memcmp(again, ids, (size_t)n * sizeof *ids) == 0,
+               "%s: decode \"%s\" does not encode back", model, dec2 ? dec2 : "");
+        free(again);
+        free(dec2);
         free(dec);
         free(ids);
         n_cases++;
     }
     tokenizer_free(t);
-    CHECK(n_cases == 9);
+    CHECKF(n_cases == cJSON_GetArraySize(root) && n_cases >= 15, "%d reference cases", n_cases);
     cJSON_Delete(root);
 }
 
@@ -270,7 +282,22 @@ static uint32_t rnd(void) {
 }
 
 static void random_bytes(const tokenizer *t, const char *name) {
-    int bad_round = 0, bad_ids = 0;
+    int bad_round = 0, bad_ids = 0, n_bytes = 0;
+    /* the bytes this vocabulary can write at all (some byte-level BPE
+     * vocabularies lack a few byte characters, e.g. GPT-NeoX's) */
+    bool byte_ok[256];
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        int32_t *ids;
+        int n = encode(t, &c, 1, false, false, &ids);
+        size_t dl;
+        char *dec = tokenizer_decode(t, ids, n, false, &dl);
+        byte_ok[b] = dec && dl == 1 && dec[0] == c;
+        n_bytes += byte_ok[b];
+        free(dec);
+        free(ids);
+    }
+    CHECKF(n_bytes >= 240, "%s: only %d bytes can be written", name, n_bytes);
     for (int it = 0; it < 300; it++) {
         char buf[400];
         size_t len = rnd() % sizeof buf;
@@ -287,7 +314,9 @@ static void random_bytes(const tokenizer *t, const char *name) {
             char *dec = tokenizer_decode(t, ids, n, mode, &dl);
             CHECK(dec != NULL);
             /* U+2581 in the input comes back as a space in SentencePiece */
-            if (mode == 0 && !memmem(buf, len, "\xE2\x96\x81", 3))
+            bool writable = true;
+            for (size_t i = 0; i < len; i++) writable &= byte_ok[(unsigned char)buf[i]];
+            if (mode == 0 && writable && !memmem(buf, len, "\xE2\x96\x81", 3))
                 bad_round += !(dec && dl == len && memcmp(dec, buf, len) == 0);
             free(dec);
             free(ids);
@@ -595,6 +624,38 @@ static void hostile_vocab(void) {
     free(good);
 }
 
+/* Phi-3's special tokens eat the whitespace after them (llama.cpp keys this
+ * on general.name); the same vocabulary under no such name keeps it. */
+static void strip_rules(void) {
+    const char *path = test_path("models/tokenizer-tests/ggml-vocab-phi-3.gguf");
+    tokenizer *named = load_gguf(path);
+    gguf_writer *w = gguf_writer_new();
+    char err[256];
+    int nv;
+    tokenizer *plain = vocab_from_gguf(path, w, &nv, err, sizeof err) == 0 ? load_writer(w) : NULL;
+    gguf_writer_free(w);
+    CHECK(named && plain);
+    if (!named || !plain) { tokenizer_free(named); tokenizer_free(plain); return; }
+    int32_t *a, *b, *c;
+    static const char nl[] = "<|user|>\n Hi<|end|>\n", tight[] = "<|user|>Hi<|end|>";
+    int na = encode(named, nl, strlen(nl), true, true, &a);
+    int nb = encode(named, tight, strlen(tight), true, true, &b);
+    int nc = encode(plain, nl, strlen(nl), true, true, &c);
+    CHECK(na == nb && memcmp(a, b, (size_t)na * sizeof *a) == 0);
+    CHECK(nc > na);                 /* the newline and the space stay */
+    /* <s> keeps what follows it: "<s> Hi" is not "<s>Hi" */
+    free(a);
+    free(b);
+    na = encode(named, "<s> Hi", 6, false, true, &a);
+    nb = encode(named, "<s>Hi", 5, false, true, &b);
+    CHECK(na != nb || memcmp(a, b, (size_t)na * sizeof *a) != 0);
+    free(a);
+    free(b);
+    free(c);
+    tokenizer_free(named);
+    tokenizer_free(plain);
+}
+
 int main(void) {
     tokenizer *spm = load_gguf(test_path("models/ggml-vocab-llama-spm.gguf"));
     tokenizer *gpt2 = load_gguf(test_path("models/ggml-vocab-gpt-2.gguf"));
@@ -607,6 +668,19 @@ int main(void) {
     vocab_vectors(gpt2, "gpt-2");
     vocab_vectors(llama3, "llama-bpe");
     vocab_vectors(qwen, "qwen2");
+    /* vocabularies that come with their vectors (tokenizer-tests/) */
+    static const char *const more[] = {"mpt", "phi-3", "refact", "starcoder"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "models/tokenizer-tests/ggml-vocab-%s.gguf", more[i]);
+        tokenizer *t = load_gguf(test_path(rel));
+        CHECKF(t != NULL, "%s: cannot load", rel);
+        if (!t) continue;
+        vocab_vectors(t, more[i]);
+        random_bytes(t, more[i]);
+        tokenizer_free(t);
+    }
+    strip_rules();
     reference_prompts();
     import_matches_gguf(llama3, "fixtures/llama3-tiny-Q4_0.gguf", "llama3");
     import_matches_gguf(qwen, "fixtures/qwen3-tiny-Q4_K_M.gguf", "qwen3");

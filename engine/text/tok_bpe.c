@@ -186,7 +186,7 @@ void bpe_free(tokenizer *t) {
 /* ---- encoding ------------------------------------------------------------ */
 
 typedef struct {
-    int32_t id, prev, next;     /* id -1: a byte with no token (unk); -2: merged away */
+    int32_t id, prev, next;     /* id -1: a byte with no token; -2: merged away */
 } bpe_sym;
 
 typedef struct {
@@ -206,14 +206,25 @@ static void try_pair(bpe_state *st, int32_t l, int32_t r) {
     tok_heap_push(&st->heap, (tok_cand){.key = m->rank, .left = l, .right = r, .check = m->id});
 }
 
-static void emit(bpe_state *st, int32_t id) {
-    if (id >= 0) tok_vec_push(st->out, id);
-    else if (st->t->unk >= 0) tok_vec_push(st->out, st->t->unk);
+/* A byte whose byte-level character is not in the vocabulary becomes the
+ * tokens of that character's single bytes where those exist, else nothing
+ * (as llama.cpp does). */
+static void emit(bpe_state *st, int32_t id, unsigned char byte) {
+    if (id >= 0) {
+        tok_vec_push(st->out, id);
+        return;
+    }
+    char c[2];
+    int n = byte_char(byte, c);
+    for (int i = 0; i < n; i++) {
+        int32_t one = tok_lookup(st->t, c + i, 1);
+        if (one >= 0) tok_vec_push(st->out, one);
+    }
 }
 
 static void bpe_word(bpe_state *st, const unsigned char *s, size_t n) {
     const tokenizer *t = st->t;
-    if (n == 1) { emit(st, t->byte_sym[s[0]]); return; }
+    if (n == 1) { emit(st, t->byte_sym[s[0]], s[0]); return; }
     if (n > INT32_MAX / 2) { st->out->oom = true; return; }   /* symbol indices are int32 */
     if (n > st->sym_cap) {
         free(st->sym);
@@ -254,7 +265,7 @@ static void bpe_word(bpe_state *st, const unsigned char *s, size_t n) {
         try_pair(st, c.left, l->next);
     }
     if (st->heap.oom) st->out->oom = true;
-    for (int32_t i = 0; i >= 0; i = sym[i].next) emit(st, sym[i].id);
+    for (int32_t i = 0; i >= 0; i = sym[i].next) emit(st, sym[i].id, s[i]);
 }
 
 /* Cut s by regex `level` into matches and the gaps between them (gaps are

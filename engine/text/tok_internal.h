@@ -17,6 +17,9 @@ enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5
 
 enum { TOK_SPM, TOK_BPE };
 
+/* A special token that eats the whitespace before (L) or after (R) it in raw text. */
+enum { TOK_LSTRIP = 1, TOK_RSTRIP = 2 };
+
 /* Growable id array used while encoding. */
 typedef struct {
     int32_t *v;
@@ -50,6 +53,7 @@ struct tokenizer {
     float *score;
     uint8_t *type;
     uint8_t *eog;               /* 1 for end-of-generation ids */
+    uint8_t *strip;             /* TOK_LSTRIP/TOK_RSTRIP: whitespace a special token eats */
     tok_map map;
 
     int32_t bos, eos, eot, eom, unk, pad;

@@ -296,7 +296,8 @@ static int read_vocab(tokenizer *t, const gguf_file *g, char *err, size_t errlen
     t->score = calloc((size_t)n, sizeof *t->score);
     t->type = malloc((size_t)n);
     t->eog = calloc((size_t)n, 1);
-    if (!t->text || !t->text_off || !t->text_len || !t->score || !t->type || !t->eog) {
+    t->strip = calloc((size_t)n, 1);
+    if (!t->text || !t->text_off || !t->text_len || !t->score || !t->type || !t->eog || !t->strip) {
         free(s);
         goto oom;
     }
@@ -389,6 +390,53 @@ static void read_specials(tokenizer *t, const gguf_file *g, const char *pre) {
     }
 }
 
+static char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* Whether the metadata string at key, lowercased, contains any of the
+ * NULL-terminated needles. */
+static bool meta_contains(const gguf_file *g, const char *key, const char *const *needles) {
+    gguf_str s;
+    if (!gguf_get_str(g, key, &s)) return false;
+    for (; *needles; needles++) {
+        size_t n = strlen(*needles);
+        for (uint64_t i = 0; n <= s.len && i <= s.len - n; i++) {
+            size_t k = 0;
+            while (k < n && ascii_lower(s.ptr[i + k]) == (*needles)[k]) k++;
+            if (k == n) return true;
+        }
+    }
+    return false;
+}
+
+static void set_strip(tokenizer *t, const char *text, uint8_t bit, bool on) {
+    int32_t id = tokenizer_find(t, text);
+    if (id < 0) return;
+    t->strip[id] = on ? (uint8_t)(t->strip[id] | bit) : (uint8_t)(t->strip[id] & ~bit);
+}
+
+/* Whitespace stripping around special tokens is not stored in GGUF: it
+ * follows the model, the way llama.cpp decides it. Phi-3's special tokens
+ * (other than <s>, <unk> and <|endoftext|>) eat the whitespace after them;
+ * the <mask> of some encoders eats the whitespace before it. */
+static void read_strip_rules(tokenizer *t, const gguf_file *g) {
+    static const char *const mask_pre[] = {"jina-v2-de", "jina-v2-es", "jina-v2-code", NULL};
+    static const char *const mask_arch[] = {"nomic-bert-moe", "jina-bert-v3", NULL};
+    static const char *const phi3[] = {"phi-3", "phi3", NULL};
+    static const char *const modern_bert[] = {"modern-bert", NULL};
+    if (meta_contains(g, "tokenizer.ggml.pre", mask_pre) || meta_contains(g, "general.architecture", mask_arch)) {
+        set_strip(t, "<mask>", TOK_LSTRIP, true);
+    } else if (meta_contains(g, "general.name", phi3)) {
+        for (int32_t id = 0; id < t->n_vocab; id++)
+            if (is_splitting_type(t->type[id])) t->strip[id] |= TOK_RSTRIP;
+        set_strip(t, "</s>", TOK_RSTRIP, true);
+        set_strip(t, "<unk>", TOK_RSTRIP, false);
+        set_strip(t, "<s>", TOK_RSTRIP, false);
+        set_strip(t, "<|endoftext|>", TOK_RSTRIP, false);
+    } else if (meta_contains(g, "general.name", modern_bert)) {
+        set_strip(t, "[MASK]", TOK_LSTRIP, true);
+    }
+}
+
 tokenizer *tokenizer_load(const gguf_file *g, char *err, size_t errlen) {
     gguf_str model, pre_s;
     if (!gguf_get_str(g, "tokenizer.ggml.model", &model)) {
@@ -432,6 +480,7 @@ tokenizer *tokenizer_load(const gguf_file *g, char *err, size_t errlen) {
     }
     if (kind == TOK_BPE && bpe_init(t, g, pre, err, errlen)) goto fail;
     read_specials(t, g, pre);
+    read_strip_rules(t, g);
     return t;
 fail:
     tokenizer_free(t);
@@ -450,6 +499,7 @@ void tokenizer_free(tokenizer *t) {
     free(t->score);
     free(t->type);
     free(t->eog);
+    free(t->strip);
     free(t->map.slot);
     free(t->special);
     free(t);
@@ -460,6 +510,11 @@ void tokenizer_free(tokenizer *t) {
 static void encode_raw(const tokenizer *t, const char *s, size_t len, bool after_special, tok_vec *out) {
     if (t->kind == TOK_SPM) spm_encode(t, s, len, t->add_space_prefix && after_special, out);
     else bpe_encode(t, s, len, out);
+}
+
+/* isspace() in the C locale, whatever the process locale is. */
+static bool is_c_space(char c) {
+    return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
 /* The longest special token allowed here that starts at s, or -1. */
@@ -487,10 +542,15 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len,
     for (size_t i = 0; i < len;) {
         int32_t id = match_special(t, text + i, len - i, parse_special);
         if (id < 0) { i++; continue; }
-        if (i > raw) encode_raw(t, text + raw, i - raw, after_special, &v);
+        size_t end = i;
+        if (t->strip[id] & TOK_LSTRIP)
+            while (end > raw && is_c_space(text[end - 1])) end--;
+        if (end > raw) encode_raw(t, text + raw, end - raw, after_special, &v);
         tok_vec_push(&v, id);
         after_special = true;
         i += t->text_len[id];
+        if (t->strip[id] & TOK_RSTRIP)
+            while (i < len && is_c_space(text[i])) i++;
         raw = i;
     }
     if (len > raw) encode_raw(t, text + raw, len - raw, after_special, &v);
