@@ -1,6 +1,7 @@
 /* The configuration layers (see config.h). */
 #include "config/config.h"
 #include <cjson/cJSON.h>
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -8,52 +9,59 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
-/* Keep in step with `hearth serve --help`: these are its flags that take a
- * value. Defaults are shown by `hearth config`, never passed to serve. */
+/* Every setting of `hearth serve`: its flags, file key, variable, type,
+ * range and default live here and nowhere else. */
 const config_setting config_settings[] = {
     { "model", "--model", "-m", CFG_PATH, 0, 0, NULL, NULL, false,
-      "GGUF model file (default: the built-in demo model)" },
+      "GGUF model file (default: the built-in demo model)", NULL },
     { "host", "--host", NULL, CFG_STRING, 0, 0, NULL, "127.0.0.1", false,
-      "address to listen on" },
+      "address to listen on", "ADDR" },
     { "port", "--port", NULL, CFG_INT, 0, 65535, NULL, "8080", false,
-      "TCP port (0 picks a free one)" },
+      "TCP port (0 picks a free one)", NULL },
     { "parallel", "--parallel", "-np", CFG_INT, 1, 256, NULL, "4", false,
-      "slots: requests generated at once" },
+      "slots: requests generated at once", NULL },
     { "ctx-size", "--ctx-size", "-c", CFG_INT, 16, 1 << 22, NULL, "4096", false,
-      "context length per slot (at most the model's)" },
+      "context length per slot (at most the model's)", NULL },
     { "threads", "--threads", "-t", CFG_INT, 1, 1024, NULL, NULL, false,
-      "compute threads (default: physical cores)" },
+      "compute threads (default: physical cores)", NULL },
     { "batch", "--batch", "-b", CFG_INT, 1, 1 << 20, NULL, "512", false,
-      "tokens per engine step" },
+      "tokens per engine step", NULL },
     { "batch-decoding", "--batch-decoding", NULL, CFG_INT, 1, 1 << 20, NULL, "6", false,
-      "tokens per step while any request is generating" },
+      "tokens per step while any request is generating, so a long prompt beside it does not stall it", NULL },
     { "queue", "--queue", NULL, CFG_INT, 0, 1 << 20, NULL, "64", false,
-      "requests waiting for a slot before 503" },
+      "requests waiting for a slot before 503", NULL },
     { "api-key", "--api-key", NULL, CFG_STRING, 0, 0, NULL, NULL, true,
-      "accepted bearer tokens, comma-separated (prefer api-key-file)" },
+      "require a bearer token, one of these comma-separated (GET /health stays open; prefer api-key-file)",
+      "KEY[,KEY...]" },
     { "api-key-file", "--api-key-file", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
-      "file of accepted bearer tokens, one per line" },
+      "file of accepted bearer tokens, one per line", "FILE" },
     { "alias", "--alias", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
-      "model name in /v1/models (default: the file name)" },
+      "model name in /v1/models (default: the file name)", "NAME" },
     { "cors-origin", "--cors-origin", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
-      "Access-Control-Allow-Origin for browsers" },
+      "let pages from this origin (or * for any) call the API from a browser (default: none)", "ORIGIN" },
     { "chat-template", "--chat-template", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
-      "chatml, llama3, llama2, mistral, gemma, phi3, zephyr (default: the model's)" },
+      "chatml, llama3, llama2, mistral, gemma, phi3, zephyr (default: the model's)", "NAME" },
     { "log-format", "--log-format", NULL, CFG_STRING, 0, 0, "text|json", "text", false,
-      "access log lines on stderr" },
+      "access log lines on stderr", NULL },
     { "prompt-cache", "--prompt-cache", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
-      "prompt-state database, or off (default: in the user's cache folder)" },
+      "prompt-state database, or off (default: in the user's cache folder)", "PATH|off" },
     { "prompt-cache-size", "--prompt-cache-size", NULL, CFG_SIZE, 0, 0, NULL, "4G", false,
-      "size cap of the prompt-state database" },
-    { "max-body", "--max-body", NULL, CFG_SIZE, 0, 0, NULL, "16M", false,
-      "largest request body" },
+      "size cap of the prompt-state database", NULL },
+    { "max-body", "--max-body", NULL, CFG_SIZE, 1024, 1LL << 32, NULL, "16M", false,
+      "largest request body (1K to 4G)", NULL },
     { "timeout", "--timeout", "-to", CFG_INT, 1, 86400, NULL, "300", false,
-      "seconds a connection may send and receive nothing before it is closed" },
+      "seconds a connection may send and receive nothing before it is closed "
+      "(a request waiting for tokens is not idle)", "SECONDS" },
     { "sse-keepalive", "--sse-keepalive", NULL, CFG_NUMBER, 0, 0, NULL, "5", false,
-      "seconds of silence before an SSE comment (0: never)" },
-    { NULL, NULL, NULL, CFG_STRING, 0, 0, NULL, NULL, false, NULL },
+      "seconds of silence before an SSE comment (0: never)", "SECONDS" },
+    { "metrics-compat", "--metrics-compat", NULL, CFG_BOOL, 0, 0, NULL, "false", false,
+      "/metrics also offers llama-server's llamacpp:* names", NULL },
+    { "no-webui", "--no-webui", NULL, CFG_BOOL, 0, 0, NULL, "false", false,
+      "no chat page at / (404)", NULL },
+    { NULL, NULL, NULL, CFG_STRING, 0, 0, NULL, NULL, false, NULL, NULL },
 };
 
 #define MAX_CONFIG_BYTES (1 << 20)   /* a config file is small; refuse anything odd */
@@ -90,6 +98,38 @@ void config_env_name(const config_setting *s, char *buf, size_t cap) {
         buf[i] = buf[i] == '-' ? '_' : (char)toupper((unsigned char)buf[i]);
 }
 
+/* "4G", "512M", "100KiB", "123": bytes (K = 1024); false if malformed. */
+static bool parse_size(const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || !isfinite(x) || x < 0) return false;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 0: break;
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1048576.0; end++; break;
+    case 'G': mul = 1073741824.0; end++; break;
+    case 'T': mul = 1099511627776.0; end++; break;
+    default: return false;
+    }
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end || x * mul > 1.8e19) return false;
+    *out = (uint64_t)(x * mul);
+    return true;
+}
+
+/* 1 for true/1/yes/on, 0 for false/0/no/off (any case), else -1. */
+static int parse_bool(const char *v) {
+    static const char *const yes[] = { "true", "1", "yes", "on" }, *const no[] = { "false", "0", "no", "off" };
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i])) return 1;
+        if (!strcasecmp(v, no[i])) return 0;
+    }
+    return -1;
+}
+
 /* Checks a textual value against the setting's type, range and choices.
  * `where` names its source for the message: "--port", "HEARTH_PORT" or
  * "FILE: key 'port'". */
@@ -97,22 +137,22 @@ static int check_text(const config_setting *s, const char *v, const char *where,
     char *end;
     errno = 0;
     if (s->type == CFG_INT) {
-        long x = strtol(v, &end, 10);
+        long long x = strtoll(v, &end, 10);
         if (errno || end == v || *end || x < s->min || x > s->max)
-            return fail(err, errlen, "%s wants an integer in [%ld, %ld], got '%s'", where, s->min, s->max, v);
+            return fail(err, errlen, "%s wants an integer in [%lld, %lld], got '%s'", where, s->min, s->max, v);
     } else if (s->type == CFG_NUMBER) {
         double x = strtod(v, &end);
         if (errno || end == v || *end || !isfinite(x) || x < (double)s->min)
-            return fail(err, errlen, "%s wants a number of at least %ld, got '%s'", where, s->min, v);
+            return fail(err, errlen, "%s wants a number of at least %lld, got '%s'", where, s->min, v);
     } else if (s->type == CFG_SIZE) {
-        /* the syntax serve reads: a number, then K/M/G/T, an optional i and B */
-        double x = strtod(v, &end);
-        bool bad = errno || end == v || !isfinite(x) || x < 0;
-        if (!bad && *end && strchr("kKmMgGtT", *end)) end++;
-        if (!bad && (*end == 'i' || *end == 'I')) end++;
-        if (!bad && (*end == 'b' || *end == 'B')) end++;
-        if (bad || *end)
+        uint64_t x;
+        if (!parse_size(v, &x))
             return fail(err, errlen, "%s wants a size such as 512M or 4G, got '%s'", where, v);
+        if (s->max > 0 && (x < (uint64_t)s->min || x > (uint64_t)s->max))
+            return fail(err, errlen, "%s wants a size from %lld to %lld bytes, got '%s'", where, s->min, s->max, v);
+    } else if (s->type == CFG_BOOL) {
+        if (parse_bool(v) < 0)
+            return fail(err, errlen, "%s wants true or false (1/0, yes/no, on/off), got '%s'", where, v);
     }
     if (s->choices) {
         size_t n = strlen(v);
@@ -217,10 +257,10 @@ static int load_file(config *c, const char *path, char *err, size_t errlen) {
         double d = it->valuedouble;
         if (s->type == CFG_INT) {
             if (!cJSON_IsNumber(it) || !isfinite(d) || d != floor(d) || d < (double)s->min || d > (double)s->max) {
-                rc = fail(err, errlen, "%s: key '%s' wants an integer in [%ld, %ld]", path, s->key, s->min, s->max);
+                rc = fail(err, errlen, "%s: key '%s' wants an integer in [%lld, %lld]", path, s->key, s->min, s->max);
                 goto out;
             }
-            snprintf(num, sizeof num, "%ld", (long)d);
+            snprintf(num, sizeof num, "%lld", (long long)d);
             v = num;
         } else if (s->type == CFG_NUMBER || (s->type == CFG_SIZE && cJSON_IsNumber(it))) {
             if (!cJSON_IsNumber(it) || !isfinite(d) || d < (double)s->min || (s->type == CFG_SIZE && d != floor(d))) {
@@ -230,6 +270,9 @@ static int load_file(config *c, const char *path, char *err, size_t errlen) {
             }
             snprintf(num, sizeof num, "%.15g", d);
             v = num;
+        } else if (s->type == CFG_BOOL) {
+            if (!cJSON_IsBool(it)) { rc = fail(err, errlen, "%s: key '%s' wants true or false", path, s->key); goto out; }
+            v = cJSON_IsTrue(it) ? "true" : "false";
         } else {
             if (!cJSON_IsString(it)) {
                 rc = fail(err, errlen, "%s: key '%s' wants a %s", path, s->key,
@@ -284,7 +327,7 @@ int config_load(config *c, int argc, char **argv, char *err, size_t errlen) {
             if (i + 1 >= argc) return fail(err, errlen, "--config needs a file name");
             named = argv[++i];
             named_by = "--config";
-        } else if (config_find_flag(argv[i])) {
+        } else if (config_find_flag(argv[i]) && config_find_flag(argv[i])->type != CFG_BOOL) {
             i++;   /* skip its value, which may look like a flag */
         }
     }
@@ -317,6 +360,10 @@ int config_load(config *c, int argc, char **argv, char *err, size_t errlen) {
         const config_setting *s = config_find_flag(argv[i]);
         if (!strcmp(argv[i], "--config")) { i++; continue; }
         if (!s) { c->rest[c->n_rest++] = argv[i]; continue; }
+        if (s->type == CFG_BOOL) {   /* a switch: no value follows */
+            if (set_value(c, s, "true", CFG_SRC_FLAG, argv[i])) return fail(err, errlen, "out of memory");
+            continue;
+        }
         if (i + 1 >= argc) return fail(err, errlen, "%s needs a value", argv[i]);
         const char *v = argv[++i];
         if (check_text(s, v, argv[i - 1], err, errlen)) return -1;
@@ -354,6 +401,10 @@ int config_apply(int argc, char **argv, int *out_argc, char ***out_argv, char *e
     if (ok) ok = (out[k++] = strdup(argc > 0 ? argv[0] : "hearth")) != NULL;
     for (int i = 0; ok && i < n; i++) {
         if (!c.values[i].value) continue;
+        if (config_settings[i].type == CFG_BOOL) {   /* a switch: present when on */
+            if (config_bool(c.values[i].value)) ok = (out[k++] = strdup(config_settings[i].flag)) != NULL;
+            continue;
+        }
         ok = (out[k++] = strdup(config_settings[i].flag)) && (out[k++] = strdup(c.values[i].value));
     }
     for (int i = 0; ok && i < c.n_rest; i++) ok = (out[k++] = strdup(c.rest[i])) != NULL;
@@ -364,22 +415,70 @@ int config_apply(int argc, char **argv, int *out_argc, char ***out_argv, char *e
     return 0;
 }
 
-int config_run(int (*cmd)(int argc, char **argv), int argc, char **argv) {
-    char err[1280];
-    int n;
-    char **args;
-    if (config_apply(argc, argv, &n, &args, err, sizeof err)) {
-        fprintf(stderr, "hearth %s: %s\n", argc > 0 ? argv[0] : "", err);
-        return 2;
+const char *config_get(const config *c, const char *key) {
+    const config_setting *s = config_find_key(key);
+    assert(s && c->values);
+    const char *v = c->values[s - config_settings].value;
+    return v ? v : s->def;
+}
+
+long long config_int(const char *v) {
+    assert(v);
+    return strtoll(v, NULL, 10);
+}
+
+double config_number(const char *v) {
+    assert(v);
+    return strtod(v, NULL);
+}
+
+uint64_t config_size(const char *v) {
+    uint64_t x = 0;
+    bool ok = v && parse_size(v, &x);
+    assert(ok);
+    (void)ok;
+    return x;
+}
+
+bool config_bool(const char *v) {
+    assert(v && parse_bool(v) >= 0);
+    return parse_bool(v) == 1;
+}
+
+/* The value's name in --help: the row's own, its choices, or one for its type. */
+static const char *metavar(const config_setting *s) {
+    if (s->metavar) return s->metavar;
+    if (s->choices) return s->choices;
+    switch (s->type) {
+    case CFG_PATH: return "PATH";
+    case CFG_INT: case CFG_NUMBER: return "N";
+    case CFG_SIZE: return "SIZE";
+    case CFG_BOOL: return "";
+    default: return "TEXT";
     }
-    int rc = cmd(n, args);
-    config_argv_free(args);
-    for (int i = 1; i < argc && rc == 0; i++)
-        if (is_help(argv[i])) {   /* the command lists its flags; these are the other layers */
-            printf("\nSettings also come from a JSON config file (--config FILE, else $HEARTH_CONFIG,\n"
-                   "else ~/.config/hearth/config.json) and HEARTH_* variables, below the flags:\n"
-                   "`hearth config --help` lists them, `hearth config` shows the result.\n");
-            break;
+}
+
+void config_print_flags(FILE *f) {
+    for (const config_setting *s = config_settings; s->key; s++) {
+        char left[96];
+        const char *mv = metavar(s);
+        snprintf(left, sizeof left, "%s%s%s%s%s", s->short_flag ? s->short_flag : "", s->short_flag ? ", " : "",
+                 s->flag, *mv ? " " : "", mv);
+        char text[512];
+        snprintf(text, sizeof text, "%s%s%s%s", s->help, s->def && s->type != CFG_BOOL ? " (default " : "",
+                 s->def && s->type != CFG_BOOL ? s->def : "", s->def && s->type != CFG_BOOL ? ")" : "");
+        /* words wrapped at column 100, continuation lines under the first */
+        fprintf(f, "  %-28s", left);
+        int col = 30;
+        for (const char *w = text; *w;) {
+            size_t n = strcspn(w, " ");
+            if (col > 31 && col + 1 + (int)n > 100) { fprintf(f, "\n%31s", ""); col = 31; }
+            else { fputc(' ', f); col++; }
+            fprintf(f, "%.*s", (int)n, w);
+            col += (int)n;
+            w += n;
+            while (*w == ' ') w++;
         }
-    return rc;
+        fputc('\n', f);
+    }
 }

@@ -7,22 +7,28 @@
  * $XDG_CONFIG_HOME/hearth/config.json, else ~/.config/hearth/config.json (a
  * missing default file is no error; a missing named one is).
  *
- * The serve command does not know about any of this: config_apply turns the
- * layers into one argument list of ordinary flags, and the command parses it
- * as if the user had typed it. Defaults are not written into that list (the
- * command keeps its own); the table's defaults are what `hearth config` shows. */
+ * The table is the only list of serve's settings: `hearth serve` loads the
+ * layers with config_load, takes each value (or the table's default) with
+ * config_get and the typed readers below, and prints its --help from the
+ * table (config_print_flags). Adding a setting is one row here and one
+ * binding where serve stores it. */
 #ifndef HEARTH_CONFIG_H
 #define HEARTH_CONFIG_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     CFG_STRING,
     CFG_PATH,   /* a string; in a file, "~/" and relative paths are resolved */
     CFG_INT,    /* an integer in [min, max] */
     CFG_NUMBER, /* a number >= min */
-    CFG_SIZE,   /* bytes: an integer, or a string such as "512M", "4G", "100KiB" */
+    CFG_SIZE,   /* bytes: an integer, or a string such as "512M", "4G", "100KiB";
+                 * within [min, max] when max > 0 */
+    CFG_BOOL,   /* a switch: the flag alone turns it on; true/false in a file;
+                 * 1/0, true/false, yes/no, on/off in the environment. Off by default. */
 } config_type;
 
 typedef struct config_setting {
@@ -30,11 +36,12 @@ typedef struct config_setting {
     const char *flag;       /* long flag, e.g. "--ctx-size" */
     const char *short_flag; /* e.g. "-c", or NULL */
     config_type type;
-    long min, max;          /* CFG_INT: the accepted range; CFG_NUMBER: min */
+    long long min, max;     /* CFG_INT, CFG_SIZE: the accepted range; CFG_NUMBER: min */
     const char *choices;    /* "text|json": the accepted values, or NULL for any */
     const char *def;        /* the default as text; NULL: none, or computed (see help) */
     bool secret;            /* never printed */
     const char *help;
+    const char *metavar;    /* the value's name in --help, e.g. "ADDR"; NULL: from the type */
 } config_setting;
 
 /* The table, terminated by an entry with key == NULL. */
@@ -70,9 +77,19 @@ void config_free(config *c);
 int config_apply(int argc, char **argv, int *out_argc, char ***out_argv, char *err, size_t errlen);
 void config_argv_free(char **argv);
 
-/* Runs cmd with the argument list config_apply built; reports a config
- * error (exit status 2) without running it. */
-int config_run(int (*cmd)(int argc, char **argv), int argc, char **argv);
+/* The value of setting `key` in c: the winning layer's, else the table's
+ * default, else NULL. key must be in the table. */
+const char *config_get(const config *c, const char *key);
+/* Readers of a value config_load (or the table's tests) already checked
+ * against its setting: they cannot fail. */
+long long config_int(const char *v);
+double config_number(const char *v);
+uint64_t config_size(const char *v);
+bool config_bool(const char *v);
+
+/* Writes one line per setting for a command's --help:
+ * "  -c, --ctx-size N   help (default 4096)". */
+void config_print_flags(FILE *f);
 
 /* The setting for a flag spelling or JSON key, or NULL. */
 const config_setting *config_find_flag(const char *flag);

@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { fputs(usage, stdout); return 0; }
     if (!strcmp(argv[1], "--version")) return cmd_version();
     if (!strcmp(argv[1], "config")) return cmd_config(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "serve")) return config_run(cmd_serve, argc - 1, argv + 1);   /* file < env < flags */
+    if (!strcmp(argv[1], "serve")) return cmd_serve(argc - 1, argv + 1);   /* defaults < file < env < flags */
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);

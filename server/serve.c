@@ -1,16 +1,18 @@
 /* `hearth serve`: flags, then listen at once (GET /health answers 503
  * while the model loads on a thread), load, create the engine, serve, and
  * on SIGINT/SIGTERM stop accepting, end every generation, let the answers
- * go out, and exit 0. */
+ * go out, and exit 0. Its settings come from config/config.c's table. */
 #include "server/commands.h"
-#include "server/cli_args.h"
+#include "config/config.h"
 #include "server/access_log.h"
 #include "server/gen.h"
 #include "engine/text/chat_template.h"
 #include "runtime/pool.h"
 #include "engine/synth/synth_model.h"
 #include "engine/text/tokenizer.h"
+#include <assert.h>
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,57 +39,56 @@ typedef struct serve_state {
     bool finished;
     char *api_key_storage;    /* the strings api_keys point into */
     char demo_path[1024];
+    config cfg;               /* the loaded settings; server_opts' strings point into it */
 } serve_state;
 
 static void usage(void) {
     printf("usage: hearth serve [-m MODEL.gguf] [flags]\n"
-           "OpenAI-compatible HTTP server (also llama.cpp's /completion, /infill, /tokenize, ...).\n"
-           "  -m, --model PATH          GGUF model (default: the built-in demo model)\n"
-           "  --host ADDR               address to listen on (default 127.0.0.1)\n"
-           "  --port N                  TCP port (default 8080; 0 picks a free one)\n"
-           "  -np, --parallel N         slots: requests generated at once (default 4)\n"
-           "  -c, --ctx-size N          context length per slot (default 4096, at most the model's)\n"
-           "  -t, --threads N           compute threads (default: physical cores)\n"
-           "  -b, --batch N             tokens per engine step (default 512)\n"
-           "  --batch-decoding N        tokens per step while any request is generating, so a\n"
-           "                            long prompt beside it does not stall it (default 6)\n"
-           "  --queue N                 requests waiting for a slot before 503 (default 64)\n"
-           "  --api-key KEY[,KEY...]    require a bearer token (GET /health stays open)\n"
-           "  --api-key-file FILE       accepted tokens, one per line\n"
-           "  --alias NAME              model name in /v1/models (default: the file name)\n"
-           "  --cors-origin ORIGIN      Access-Control-Allow-Origin for browsers\n"
-           "  --no-webui                no chat page at / (404)\n"
-           "  --chat-template NAME      chatml, llama3, llama2, mistral, gemma, phi3, zephyr\n"
-           "                            (default: matched from the model's own template)\n"
-           "  --log-format text|json    access log lines on stderr (default text)\n"
-           "  --prompt-cache PATH|off   prompt-state database (default: in the user's cache folder)\n"
-           "  --prompt-cache-size SIZE  its size cap, e.g. 4G (default 4G)\n"
-           "  --max-body SIZE           largest request body (default 16M)\n"
-           "  -to, --timeout SECONDS    close a connection that sends and receives nothing this\n"
-           "                            long (default 300; a request waiting for tokens is not idle)\n"
-           "  --sse-keepalive SECONDS   SSE comment after this much silence (default 5, 0: never)\n");
+           "OpenAI-compatible HTTP server (also llama.cpp's /completion, /infill, /tokenize, ...).\n");
+    config_print_flags(stdout);
+    printf("\nSettings also come from a JSON config file (--config FILE, else $HEARTH_CONFIG,\n"
+           "else ~/.config/hearth/config.json) and HEARTH_* variables, below the flags:\n"
+           "`hearth config --help` lists them, `hearth config` shows the result.\n");
 }
 
-/* "4G", "512M", "100k", "123": bytes; false if malformed. */
-static bool parse_size(const char *v, uint64_t *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || x < 0) return false;
-    double mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 0: break;
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1048576.0; end++; break;
-    case 'G': mul = 1073741824.0; end++; break;
-    case 'T': mul = 1099511627776.0; end++; break;
-    default: return false;
+/* Where each setting of config/config.c's table lands in server_opts; the
+ * setting's type says the field's: a string or path is a const char *, an
+ * integer an int, a number a double, a size a uint64_t, a switch a bool. */
+static const struct binding { const char *key; size_t off; } bindings[] = {
+    { "model", offsetof(server_opts, model_path) },
+    { "host", offsetof(server_opts, host) },
+    { "port", offsetof(server_opts, port) },
+    { "parallel", offsetof(server_opts, n_parallel) },
+    { "ctx-size", offsetof(server_opts, n_ctx) },
+    { "threads", offsetof(server_opts, n_threads) },
+    { "batch", offsetof(server_opts, n_batch) },
+    { "batch-decoding", offsetof(server_opts, n_batch_decoding) },
+    { "queue", offsetof(server_opts, queue_max) },
+    { "api-key", offsetof(server_opts, api_key_list) },
+    { "api-key-file", offsetof(server_opts, api_key_file) },
+    { "alias", offsetof(server_opts, alias) },
+    { "cors-origin", offsetof(server_opts, cors_origin) },
+    { "chat-template", offsetof(server_opts, chat_template) },
+    { "log-format", offsetof(server_opts, log_format) },
+    { "prompt-cache", offsetof(server_opts, prompt_cache) },
+    { "prompt-cache-size", offsetof(server_opts, prompt_cache_bytes) },
+    { "max-body", offsetof(server_opts, max_body) },
+    { "timeout", offsetof(server_opts, timeout_s) },
+    { "sse-keepalive", offsetof(server_opts, keepalive_s) },
+    { "metrics-compat", offsetof(server_opts, metrics_compat) },
+    { "no-webui", offsetof(server_opts, no_webui) },
+};
+
+/* Stores setting s's value v (already checked by config_load) into o. */
+static void bind_value(server_opts *o, const config_setting *s, size_t off, const char *v) {
+    char *field = (char *)o + off;
+    switch (s->type) {
+    case CFG_STRING: case CFG_PATH: memcpy(field, &v, sizeof v); break;
+    case CFG_INT: { int x = (int)config_int(v); memcpy(field, &x, sizeof x); break; }
+    case CFG_NUMBER: { double x = config_number(v); memcpy(field, &x, sizeof x); break; }
+    case CFG_SIZE: { uint64_t x = config_size(v); memcpy(field, &x, sizeof x); break; }
+    case CFG_BOOL: { bool x = config_bool(v); memcpy(field, &x, sizeof x); break; }
     }
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end || x * mul > 1.8e19) return false;
-    *out = (uint64_t)(x * mul);
-    return true;
 }
 
 /* Keys from "a,b" and from a file of one per line ('#' starts a comment). */
@@ -134,71 +135,36 @@ static bool load_keys(serve_state *st, const char *list, const char *file) {
     return true;
 }
 
+/* Reads the configuration layers into the options: -1 to go on, else the
+ * exit status (0 after --help, 2 for a bad setting or an unknown flag). */
 static int parse_flags(serve_state *st, int argc, char **argv) {
     server_opts *o = &st->s.o;
-    o->host = "127.0.0.1";
-    o->port = 8080;
-    o->n_parallel = 4;
-    o->n_ctx = 4096;
-    o->n_batch = 512;
-    o->n_batch_decoding = 6;
-    o->n_threads = pool_default_threads();
-    o->queue_max = 64;
-    o->max_body = 16u << 20;
-    o->timeout_s = 300;
-    o->keepalive_s = 5;
-    o->prompt_cache_bytes = 4ull << 30;
-    const char *v, *keys = NULL, *key_file = NULL;
-    for (int i = 1; i < argc; i++) {
-#define VAL(s, l) if (arg_is(argc, argv, &i, s, l, &v)) { if (!v) return 2;
-#define END }
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
-        if (!strcmp(argv[i], "--no-webui")) { o->no_webui = true; continue; }
-        VAL("-m", "--model") o->model_path = v; END
-        else VAL("--host", NULL) o->host = v; END
-        else VAL("--port", NULL) if (!arg_int("--port", v, 0, 65535, &o->port)) return 2; END
-        else VAL("-np", "--parallel") if (!arg_int("--parallel", v, 1, 256, &o->n_parallel)) return 2; END
-        else VAL("-c", "--ctx-size") if (!arg_int("--ctx-size", v, 16, 1 << 22, &o->n_ctx)) return 2; END
-        else VAL("-t", "--threads") if (!arg_int("--threads", v, 1, 1024, &o->n_threads)) return 2; END
-        else VAL("-b", "--batch") if (!arg_int("--batch", v, 1, 1 << 20, &o->n_batch)) return 2; END
-        else VAL("--batch-decoding", NULL)
-            if (!arg_int("--batch-decoding", v, 1, 1 << 20, &o->n_batch_decoding)) return 2; END
-        else VAL("--queue", NULL) if (!arg_int("--queue", v, 0, 1 << 20, &o->queue_max)) return 2; END
-        else VAL("--api-key", NULL) keys = v; END
-        else VAL("--api-key-file", NULL) key_file = v; END
-        else VAL("--alias", NULL) o->alias = v; END
-        else VAL("--cors-origin", NULL) o->cors_origin = v; END
-        else VAL("--chat-template", NULL)
-            if (chat_template_from_name(v) < 0) {
-                fprintf(stderr, "hearth serve: unknown chat template '%s' (chatml, llama3, llama2, mistral, gemma, phi3, zephyr)\n", v);
-                return 2;
-            }
-            o->chat_template = v;
-        END
-        else VAL("--log-format", NULL)
-            if (strcmp(v, "text") && strcmp(v, "json")) { fprintf(stderr, "hearth serve: --log-format wants text or json\n"); return 2; }
-            o->log_json = !strcmp(v, "json");
-        END
-        else VAL("--prompt-cache", NULL) o->prompt_cache = v; END
-        else VAL("--prompt-cache-size", NULL)
-            if (!parse_size(v, &o->prompt_cache_bytes)) { fprintf(stderr, "hearth serve: --prompt-cache-size: bad size '%s'\n", v); return 2; }
-        END
-        else VAL("--max-body", NULL)
-            uint64_t b;
-            if (!parse_size(v, &b) || b < 1024 || b > (1ull << 32)) { fprintf(stderr, "hearth serve: --max-body wants a size from 1K to 4G\n"); return 2; }
-            o->max_body = (size_t)b;
-        END
-        else VAL("-to", "--timeout") if (!arg_int("--timeout", v, 1, 86400, &o->timeout_s)) return 2; END
-        else VAL("--sse-keepalive", NULL)
-            float k;
-            if (!arg_float("--sse-keepalive", v, &k) || k < 0) return 2;
-            o->keepalive_s = k;
-        END
-        else { fprintf(stderr, "hearth serve: unknown flag '%s' (hearth serve --help lists them)\n", argv[i]); return 2; }
-#undef VAL
-#undef END
+    char err[1280];
+    int rc = config_load(&st->cfg, argc, argv, err, sizeof err);
+    if (rc) { fprintf(stderr, "hearth serve: %s\n", err); return 2; }
+    if (st->cfg.help) { usage(); return 0; }
+    if (st->cfg.n_rest) {
+        fprintf(stderr, "hearth serve: unknown flag '%s' (hearth serve --help lists them)\n", st->cfg.rest[0]);
+        return 2;
     }
-    if ((keys || key_file) && !load_keys(st, keys, key_file)) return 2;
+    for (const config_setting *s = config_settings; s->key; s++) {
+        const struct binding *b = NULL;
+        for (size_t i = 0; i < sizeof bindings / sizeof bindings[0] && !b; i++)
+            if (!strcmp(bindings[i].key, s->key)) b = &bindings[i];
+        assert(b && "every setting has a place in server_opts");
+        if (!b) return 2;
+        const char *v = config_get(&st->cfg, s->key);
+        if (v) bind_value(o, s, b->off, v);
+    }
+    /* what the table cannot say: a computed default, a derived field, a name to look up */
+    if (!o->n_threads) o->n_threads = pool_default_threads();
+    o->log_json = !strcmp(o->log_format, "json");
+    if (o->chat_template && chat_template_from_name(o->chat_template) < 0) {
+        fprintf(stderr, "hearth serve: unknown chat template '%s' (chatml, llama3, llama2, mistral, gemma, phi3, zephyr)\n",
+                o->chat_template);
+        return 2;
+    }
+    if ((o->api_key_list || o->api_key_file) && !load_keys(st, o->api_key_list, o->api_key_file)) return 2;
     return -1;
 }
 
@@ -359,7 +325,7 @@ int cmd_serve(int argc, char **argv) {
     if (uv_loop_init(&st->loop)) goto out;
     s->loop = &st->loop;
     if (gen_events_init(s)) { fprintf(stderr, "hearth serve: cannot set up the event queue\n"); goto loop_out; }
-    http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = s->o.max_body,
+    http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = (size_t)s->o.max_body,
                        .timeout_s = (unsigned)s->o.timeout_s, .cors_origin = s->o.cors_origin,
                        .handler = route_request, .done = access_log, .ud = s };
     char err[512];
@@ -410,6 +376,7 @@ out:
     free(s->model_id);
     free(s->o.api_keys);
     free(st->api_key_storage);
+    config_free(&st->cfg);
     free(st);
     return rc;
 }

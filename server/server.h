@@ -20,13 +20,16 @@ typedef struct server_opts {
     const char *alias;
     const char *cors_origin;
     const char *chat_template;
-    bool log_json;
+    const char *log_format;              /* "text" or "json" */
+    bool log_json;                       /* derived from log_format */
     bool no_webui;                       /* --no-webui: / answers 404 */
     const char *prompt_cache;            /* path, "off", or NULL for the default place */
     uint64_t prompt_cache_bytes;
-    size_t max_body;
+    uint64_t max_body;
     int timeout_s;                       /* a connection idle this long is closed */
     double keepalive_s;                  /* SSE comment after this much silence */
+    bool metrics_compat;                 /* /metrics also has llamacpp:* names */
+    const char *api_key_list, *api_key_file;   /* as given; api_keys is what they hold */
     char **api_keys;
     int n_api_keys;
 } server_opts;

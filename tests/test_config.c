@@ -295,6 +295,81 @@ static void test_values(void) {
     clear_env();
 }
 
+/* Switches, size ranges, the typed readers, config_get's fallback to the
+ * table, and --help generated from the table. */
+static void test_types(void) {
+    clear_env();
+    config c;
+    char err[512];
+    CHECKF(load(&c, err, sizeof err, "--metrics-compat", "--port", "9", (char *)NULL) == 0, "%s", err);
+    CHECK(config_bool(config_get(&c, "metrics-compat")) && val(&c, "metrics-compat")->src == CFG_SRC_FLAG);
+    CHECK(config_int(config_get(&c, "port")) == 9);
+    CHECK(config_int(config_get(&c, "ctx-size")) == 4096);   /* the table's default */
+    CHECK(config_get(&c, "threads") == NULL);                /* computed by serve */
+    CHECK(config_size(config_get(&c, "max-body")) == 16u << 20);
+    CHECK(config_number(config_get(&c, "sse-keepalive")) == 5.0);
+    CHECK(c.n_rest == 0);
+    config_free(&c);
+    CHECKF(load(&c, err, sizeof err, (char *)NULL) == 0, "%s", err);
+    CHECK(!config_bool(config_get(&c, "metrics-compat")));
+    config_free(&c);
+    setenv("HEARTH_METRICS_COMPAT", "yes", 1);
+    CHECKF(load(&c, err, sizeof err, (char *)NULL) == 0, "%s", err);
+    CHECK(config_bool(config_get(&c, "metrics-compat")) && val(&c, "metrics-compat")->src == CFG_SRC_ENV);
+    config_free(&c);
+    setenv("HEARTH_METRICS_COMPAT", "maybe", 1);
+    CHECK(load(&c, err, sizeof err, (char *)NULL) == -1);
+    CHECKF(strstr(err, "HEARTH_METRICS_COMPAT") != NULL, "%s", err);
+    config_free(&c);
+    unsetenv("HEARTH_METRICS_COMPAT");
+    write_json("b.json", "{\"metrics-compat\": true}");
+    CHECKF(load(&c, err, sizeof err, "--config", (char *)path_of("b.json"), (char *)NULL) == 0, "%s", err);
+    CHECK(config_bool(config_get(&c, "metrics-compat")));
+    config_free(&c);
+    expect_file_error("{\"metrics-compat\": 1}", "'metrics-compat'");
+    expect_file_error("{\"max-body\": 10}", "'max-body'");
+    expect_file_error("{\"max-body\": \"5G\"}", "'max-body'");
+    CHECK(load(&c, err, sizeof err, "--max-body", "100", (char *)NULL) == -1);
+    config_free(&c);
+    CHECKF(load(&c, err, sizeof err, "--max-body", "4G", (char *)NULL) == 0, "%s", err);
+    CHECK(config_size(config_get(&c, "max-body")) == 4ull << 30);
+    config_free(&c);
+
+    /* the switch is written alone into the argument list, and only when on */
+    write_json("empty.json", "{}");
+    char *argv[] = { "serve", "--config", (char *)path_of("empty.json"), "--metrics-compat", "-c", "64", NULL };
+    int n;
+    char **out;
+    CHECKF(config_apply(6, argv, &n, &out, err, sizeof err) == 0, "%s", err);
+    CHECKF(n == 4 && !strcmp(out[1], "--ctx-size") && !strcmp(out[3], "--metrics-compat"), "argc %d", n);
+    config_argv_free(out);
+
+    /* --help: one line per setting naming its flag, and each default */
+    char path[256];
+    snprintf(path, sizeof path, "%s/help.txt", dir);
+    FILE *f = fopen(path, "w+");
+    CHECK(f != NULL);
+    if (!f) return;
+    config_print_flags(f);
+    long len = ftell(f);
+    rewind(f);
+    char *text = calloc((size_t)len + 2, 1);   /* "\n" + the text, so every line starts "\n  -" */
+    CHECK(text && fread(text + 1, 1, (size_t)len, f) == (size_t)len);
+    if (text) text[0] = '\n';
+    fclose(f);
+    for (const config_setting *s = config_settings; text && s->key; s++) {
+        char want[128];
+        snprintf(want, sizeof want, "\n  %s%s%s", s->short_flag ? s->short_flag : "", s->short_flag ? ", " : "", s->flag);
+        CHECKF(strstr(text, want) != NULL, "--help lacks %s", s->flag);
+        if (s->def && s->type != CFG_BOOL) {
+            snprintf(want, sizeof want, "(default %s)", s->def);
+            CHECKF(strstr(text, want) != NULL, "--help lacks %s's default", s->flag);
+        }
+    }
+    free(text);
+    clear_env();
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/hearth-config-XXXXXX");
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
@@ -303,6 +378,7 @@ int main(void) {
     test_file_lookup();
     test_errors();
     test_values();
+    test_types();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
