@@ -3,6 +3,7 @@
  * choice to contract a*b+c. */
 #include "kernels/ops.h"
 #include "kernels/kernels.h"
+#include "kernels/vec_exp.h"
 
 #include <math.h>
 
@@ -116,6 +117,53 @@ op_swiglu_fn op_swiglu_for(int kern_path) {
 #endif
     (void)kern_path;
     return op_swiglu;
+}
+
+/* exp(x) for x in [-87, 88] by vec_exp.h's steps (vexp4/8/16 with every
+ * lane in range): n = round(x log2 e) to nearest even, r = x - n ln2 in two
+ * fused steps, the Taylor polynomial to r^6 by fused multiply-adds, times
+ * 2^n (exact: the result is a normal number). */
+static float exp_poly(float x) {
+    float n = rintf(x * VEXP_LOG2E);
+    float r = fmaf(-n, VEXP_LN2_HI, x);
+    r = fmaf(-n, VEXP_LN2_LO, r);
+    float p = 1.0f / 720;
+    p = fmaf(p, r, 1.0f / 120);
+    p = fmaf(p, r, 1.0f / 24);
+    p = fmaf(p, r, 1.0f / 6);
+    p = fmaf(p, r, 0.5f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    return ldexpf(p, (int)n);
+}
+
+void op_geglu(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        float z = fmaf(OP_GELU_A * g * g, g, g) * -OP_GELU_2C;
+        z = fminf(fmaxf(z, -OP_GELU_ZMAX), OP_GELU_ZMAX);   /* a NaN gate gives -80 here, NaN below */
+        out[i] = g / (1.0f + exp_poly(z)) * up[i];
+    }
+}
+
+op_swiglu_fn op_geglu_for(int kern_path) {
+#if defined(__x86_64__)
+    if (kern_path == KPATH_AVX512) return op_geglu_avx512;
+    if (kern_path == KPATH_AVX2) return op_geglu_avx2;
+#endif
+#if defined(__aarch64__)
+    if (kern_path == KPATH_NEON) return op_geglu_neon;
+#endif
+    (void)kern_path;
+    return op_geglu;
+}
+
+void op_scale(float *x, float s, int n) {
+    for (int i = 0; i < n; i++) x[i] *= s;
+}
+
+void op_softcap(float *x, float cap, int n) {
+    for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
 /* out += a (the residual add). */

@@ -49,6 +49,28 @@ void op_rope_apply_neon(float *x, int n_heads, int head_dim, int n_rot, bool neo
 void op_to_fp16_neon(fp16_t *dst, const float *src, int n);
 #endif
 op_swiglu_fn op_swiglu_for(int kern_path);   /* a kern_path_id */
+/* GeGLU (gemma): out = gelu_tanh(gate) * up, the tanh GELU written as
+ * g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))) with the exponent clamped
+ * to [-80, 80] (tanh is +-1 in float well before) and exp by vec_exp.h's
+ * polynomial in scalar steps, so the vector versions (same type as
+ * op_swiglu_fn) give the same bits. out may alias either input. */
+void op_geglu(float *out, const float *gate, const float *up, int n);
+#if defined(__x86_64__)
+void op_geglu_avx512(float *out, const float *gate, const float *up, int n);
+void op_geglu_avx2(float *out, const float *gate, const float *up, int n);
+#endif
+#if defined(__aarch64__)
+void op_geglu_neon(float *out, const float *gate, const float *up, int n);
+#endif
+op_swiglu_fn op_geglu_for(int kern_path);   /* a kern_path_id */
+/* The GeGLU's constants and its scalar exp, shared with the vector versions. */
+#define OP_GELU_A 0.044715f
+#define OP_GELU_2C 1.5957691216057308f   /* 2 sqrt(2 / pi) */
+#define OP_GELU_ZMAX 80.0f
+/* x *= s (gemma's embedding scale, rope's attention factor); cold, scalar. */
+void op_scale(float *x, float s, int n);
+/* x = cap * tanh(x / cap): the final logit soft-cap; cold (once per logit row), scalar. */
+void op_softcap(float *x, float cap, int n);
 void op_add(float *out, const float *a, int n);
 
 #endif

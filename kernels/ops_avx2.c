@@ -6,6 +6,7 @@
  * masked loads and stores (the fp16 store's through f32_to_fp16). */
 #include "kernels/ops.h"
 #include "kernels/ops_x86.h"
+#include "kernels/vec_exp.h"
 
 /* Lanes [0, n) of 8 set (n may exceed 8). */
 static inline __m256i lanes(int n) {
@@ -75,4 +76,19 @@ void op_to_fp16_avx2(fp16_t *dst, const float *src, int n) {
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     for (; i < n; i++) dst[i] = f32_to_fp16(src[i]);
+}
+
+/* op_geglu's steps 8 lanes at a time: vexp8 is exp_poly in every lane (the
+ * clamp keeps its input in range). */
+void op_geglu_avx2(float *out, const float *gate, const float *up, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f), a = _mm256_set1_ps(OP_GELU_A), c = _mm256_set1_ps(-OP_GELU_2C);
+    const __m256 lo = _mm256_set1_ps(-OP_GELU_ZMAX), hi = _mm256_set1_ps(OP_GELU_ZMAX);
+    for (int i = 0; i < n; i += 8) {
+        __m256i k = lanes(n - i);
+        __m256 g = _mm256_maskload_ps(gate + i, k), u = _mm256_maskload_ps(up + i, k);
+        __m256 z = _mm256_mul_ps(_mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(a, g), g), g, g), c);
+        z = _mm256_min_ps(_mm256_max_ps(z, lo), hi);   /* NaN -> lo, as fmaxf */
+        __m256 e = vexp8(z);
+        _mm256_maskstore_ps(out + i, k, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
+    }
 }

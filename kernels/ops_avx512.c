@@ -85,3 +85,18 @@ void op_to_fp16_avx512(fp16_t *dst, const float *src, int n) {
     }
     for (; i < n; i++) dst[i] = f32_to_fp16(src[i]);
 }
+
+/* op_geglu's steps 16 lanes at a time: vexp16 is exp_poly in every lane
+ * (the clamp keeps its input in range). */
+void op_geglu_avx512(float *out, const float *gate, const float *up, int n) {
+    const __m512 one = _mm512_set1_ps(1.0f), a = _mm512_set1_ps(OP_GELU_A), c = _mm512_set1_ps(-OP_GELU_2C);
+    const __m512 lo = _mm512_set1_ps(-OP_GELU_ZMAX), hi = _mm512_set1_ps(OP_GELU_ZMAX);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+        __m512 g = _mm512_maskz_loadu_ps(k, gate + i), u = _mm512_maskz_loadu_ps(k, up + i);
+        __m512 z = _mm512_mul_ps(_mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(a, g), g), g, g), c);
+        z = _mm512_min_ps(_mm512_max_ps(z, lo), hi);   /* NaN -> lo, as fmaxf */
+        __m512 e = vexp16(z);
+        _mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
+    }
+}

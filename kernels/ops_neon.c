@@ -6,6 +6,7 @@
  * nearest even and keeps a NaN's top payload bits as f32_to_fp16 does.
  * Tails go through the scalar code's own per-element steps. */
 #include "kernels/ops.h"
+#include "kernels/vec_exp.h"
 #include <arm_neon.h>
 #include <math.h>
 
@@ -95,4 +96,21 @@ void op_to_fp16_neon(fp16_t *dst, const float *src, int n) {
     int i = 0;
     for (; i + 4 <= n; i += 4) vst1_u16(dst + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
     for (; i < n; i++) dst[i] = f32_to_fp16(src[i]);
+}
+
+/* op_geglu's steps 4 lanes at a time: vexp4 is exp_poly in every lane (the
+ * clamp keeps its input in range; maxNum/minNum take a NaN to the bound as
+ * fmaxf does). The tail goes through op_geglu. */
+void op_geglu_neon(float *out, const float *gate, const float *up, int n) {
+    const float32x4_t one = vdupq_n_f32(1.0f), a = vdupq_n_f32(OP_GELU_A), c = vdupq_n_f32(-OP_GELU_2C);
+    const float32x4_t lo = vdupq_n_f32(-OP_GELU_ZMAX), hi = vdupq_n_f32(OP_GELU_ZMAX);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t g = vld1q_f32(gate + i), u = vld1q_f32(up + i);
+        float32x4_t z = vmulq_f32(vfmaq_f32(g, vmulq_f32(vmulq_f32(a, g), g), g), c);
+        z = vminnmq_f32(vmaxnmq_f32(z, lo), hi);
+        float32x4_t e = vexp4(z);
+        vst1q_f32(out + i, vmulq_f32(vdivq_f32(g, vaddq_f32(one, e)), u));
+    }
+    if (i < n) op_geglu(out + i, gate + i, up + i, n - i);
 }

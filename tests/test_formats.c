@@ -5,7 +5,9 @@
  *  - quantize -> dequantize error bounds per format on awkward data, with a
  *    planted wrong decoder that the same check must reject;
  *  - dot products against double-precision sums over the dequantized values;
- *  - rmsnorm, rope, softmax, swiglu, add against naive double code. */
+ *  - rmsnorm, rope, softmax, swiglu, add against naive double code;
+ *  - GeGLU (tanh GELU) against double code, and every path's GeGLU against
+ *    op_geglu bit for bit; the logit soft-cap and scale. */
 #include "tests/test.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
@@ -826,6 +828,69 @@ static void test_ops(void) {
     CHECK(bad == 0);
 }
 
+/* Bits equal, or both NaN (a NaN's payload is not part of the contract). */
+static bool same_float(float a, float b) {
+    return (isnan(a) && isnan(b)) || !memcmp(&a, &b, sizeof a);
+}
+
+static void test_geglu(void) {
+    enum { N = 1024 };
+    static float g[N + 1], u[N + 1], want[N + 1], got[N + 1];
+    /* against the tanh GELU in double: 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) */
+    for (int i = 0; i < N; i++) { g[i] = 4.0f * rng_normal(); u[i] = rng_normal(); }
+    g[0] = -30.0f; g[1] = 30.0f; g[2] = 0.0f; g[3] = -0.0f; g[4] = 1e-20f;
+    op_geglu(got, g, u, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double x = g[i], ref = 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+        worst = fmax(worst, fabs(got[i] - ref) / (fabs(ref) + 1e-30 + 1e-7 * fabs(u[i])));
+    }
+    CHECKF(worst <= 2e-6, "geglu rel %g against double", worst);
+    /* every path's GeGLU against op_geglu, bit for bit: lengths 1..N (tails),
+     * magnitudes from subnormal to huge, infinities, NaN, signed zeros, in
+     * place too; nothing written past n */
+    for (int i = 0; i < N; i++) g[i] = rng_normal() * ldexpf(1.0f, (int)(rng_u32() % 60) - 30);
+    const float odd[] = { NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -1e-40f, 3e38f, -3e38f, 88.0f, -88.0f, -9.0f };
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) g[7 + 13 * i] = odd[i];
+    for (int p = 0; p < KPATH_COUNT; p++) {
+        if (!kernels_path_available((kern_path_id)p)) continue;
+        op_swiglu_fn f = op_geglu_for(p);
+        int bad = 0;
+        for (int len = 1; len <= N; len += len < 40 ? 1 : 89) {
+            op_geglu(want, g, u, len);
+            got[len] = 7.0f;
+            f(got, g, u, len);
+            for (int i = 0; i < len; i++) bad += !same_float(got[i], want[i]);
+            bad += got[len] != 7.0f;
+            memcpy(got, g, sizeof(float) * (size_t)len);
+            f(got, got, u, len);
+            for (int i = 0; i < len; i++) bad += !same_float(got[i], want[i]);
+        }
+        CHECKF(bad == 0, "%s geglu: %d values differ from op_geglu", kernels_path_name((kern_path_id)p), bad);
+    }
+    /* controls: the vector versions are not the scalar one, and a one-ulp
+     * change is seen by the comparison */
+#if defined(__x86_64__)
+    if (kernels_path_available(KPATH_AVX512)) CHECK(op_geglu_for(KPATH_AVX512) != op_geglu);
+    if (kernels_path_available(KPATH_AVX2)) CHECK(op_geglu_for(KPATH_AVX2) != op_geglu);
+#endif
+#if defined(__aarch64__)
+    if (kernels_path_available(KPATH_NEON)) CHECK(op_geglu_for(KPATH_NEON) != op_geglu);
+#endif
+    op_geglu(want, g, u, N);
+    memcpy(got, want, sizeof want);
+    got[100] = nextafterf(got[100], INFINITY);
+    CHECK(!same_float(got[100], want[100]));
+
+    /* soft-cap and scale */
+    float x[5] = { -100.0f, -1.0f, 0.0f, 2.5f, 1e6f };
+    op_softcap(x, 30.0f, 5);
+    double ref[5] = { -100.0, -1.0, 0.0, 2.5, 1e6 };
+    for (int i = 0; i < 5; i++) CHECKF(fabs(x[i] - 30.0 * tanh(ref[i] / 30.0)) < 1e-4, "softcap %d", i);
+    op_scale(x, 2.0f, 5);
+    CHECK(fabs(x[4] - 60.0) < 1e-4 && x[2] == 0.0f);
+}
+
 int main(void) {
     test_type_table();
     test_fp16();
@@ -834,5 +899,6 @@ int main(void) {
     test_act_quantize();
     test_dots();
     test_ops();
+    test_geglu();
     return test_summary("formats");
 }

@@ -14,6 +14,7 @@ struct fwd_arena {
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
     float *scores;            /* [max_threads][ATTN_GROUP_MAX][n_ctx] */
     float *rope;              /* [max_batch][n_rot]: each row's rope cos and sin, once per pass */
+    float *rope_swa;          /* the same for the local layers' base (swa_window models) */
     int *run, n_runs;         /* [max_batch + 1]: attention's runs of rows (attention_runs) */
     kern_scratch scratch;
 };
@@ -41,11 +42,12 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
     a->xo = malloc(B * p->n_embd * sizeof(float));
     a->scores = malloc((size_t)a->max_threads * ATTN_GROUP_MAX * n_ctx * sizeof(float));
     a->rope = malloc(B * imax(p->n_rot, 1) * sizeof(float));
+    a->rope_swa = malloc(B * imax(p->n_rot, 1) * sizeof(float));
     a->run = malloc((B + 1) * sizeof(int));
     a->scratch.size = kern_scratch_bytes(max_batch, imax(imax(p->n_embd, p->n_ff), q_dim));
     a->scratch.buf = malloc(a->scratch.size ? a->scratch.size : 1);
     if (!a->x || !a->xb || !a->q || !a->k || !a->v || !a->att || !a->hb || !a->hb2 ||
-        !a->xo || !a->scores || !a->rope || !a->run || !a->scratch.buf) {
+        !a->xo || !a->scores || !a->rope || !a->rope_swa || !a->run || !a->scratch.buf) {
         fwd_arena_free(a);
         return NULL;
     }
@@ -55,7 +57,7 @@ fwd_arena *fwd_arena_new(const model *m, int max_batch, int n_ctx, int max_threa
 void fwd_arena_free(fwd_arena *a) {
     if (!a) return;
     free(a->x); free(a->xb); free(a->q); free(a->k); free(a->v); free(a->att);
-    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->rope); free(a->run); free(a->scratch.buf);
+    free(a->hb); free(a->hb2); free(a->xo); free(a->scores); free(a->rope); free(a->rope_swa); free(a->run); free(a->scratch.buf);
     free(a);
 }
 
@@ -67,7 +69,8 @@ void fwd_arena_free(fwd_arena *a) {
  * plus one, so the rows after the first find them in this core's cache
  * instead of memory. Each row reads its slot's cache up to its own position,
  * computed by the same call whatever else is in the batch, so its result
- * does not depend on the rest of the batch. */
+ * does not depend on the rest of the batch. On a local (sliding-window)
+ * layer a row reads only its last `window` positions, its own included. */
 #define ATTN_RUN_MAX 16
 
 typedef struct {
@@ -77,8 +80,15 @@ typedef struct {
     const fwd_batch *b;
     int layer;
     int chunks;               /* items per (run, KV head) */
+    int window;               /* positions a row attends to, 0 = all before it */
     attn_group_fn attend;
 } attn_job;
+
+/* The first position row i attends to. */
+static int attn_start(const attn_job *J, int i) {
+    int pos = J->b->pos[i];
+    return J->window && pos + 1 > J->window ? pos + 1 - J->window : 0;
+}
 
 /* Cuts the batch into runs: a->run[r] is the first row of run r, and
  * a->run[n_runs] = b->n. */
@@ -100,9 +110,10 @@ static int attention_runs(fwd_arena *a, const fwd_batch *b) {
 
 static void prefetch_item_start(const attn_job *J, int64_t it, int per_run) {
     int i = J->a->run[it / per_run], kvh = (int)(it % per_run) / J->chunks, hd = J->m->p.head_dim;
-    int rows = J->b->pos[i] + 1 < ATTN_START_ROWS ? J->b->pos[i] + 1 : ATTN_START_ROWS;
-    const char *k = (const char *)kv_k_head(J->kv, J->layer, J->b->slot[i], kvh, 0);
-    const char *v = (const char *)kv_v_head(J->kv, J->layer, J->b->slot[i], kvh, 0);
+    int start = attn_start(J, i), n_pos = J->b->pos[i] + 1 - start;
+    int rows = n_pos < ATTN_START_ROWS ? n_pos : ATTN_START_ROWS;
+    const char *k = (const char *)kv_k_head(J->kv, J->layer, J->b->slot[i], kvh, start);
+    const char *v = (const char *)kv_v_head(J->kv, J->layer, J->b->slot[i], kvh, start);
     for (size_t o = 0; o < (size_t)rows * hd * sizeof(uint16_t); o += 64) {
         __builtin_prefetch(k + o);
         __builtin_prefetch(v + o);
@@ -114,7 +125,7 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
     const model_params *p = &J->m->p;
     int hd = p->head_dim, q_dim = p->n_head * hd;
     int group = p->n_head / p->n_head_kv;
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = p->attn_scale;
     float *scores = J->a->scores + (size_t)worker * ATTN_GROUP_MAX * J->a->n_ctx;
     int per_run = p->n_head_kv * J->chunks;
     for (int64_t it = begin; it < end; it++) {
@@ -123,33 +134,34 @@ static void attention_items(void *ctx, int64_t begin, int64_t end, int worker) {
         int G = kvh * group + group - h0;
         if (G > ATTN_GROUP_MAX) G = ATTN_GROUP_MAX;
         int slot = J->b->slot[J->a->run[run]];
-        const uint16_t *k = kv_k_head(J->kv, J->layer, slot, kvh, 0);
-        const uint16_t *v = kv_v_head(J->kv, J->layer, slot, kvh, 0);
         if (it + 1 < end) prefetch_item_start(J, it + 1, per_run);
         for (int i = J->a->run[run]; i < J->a->run[run + 1]; i++) {
             const float *q = J->a->q + (size_t)i * q_dim + (size_t)h0 * hd;
             float *out = J->a->att + (size_t)i * q_dim + (size_t)h0 * hd;
-            J->attend(q, G, k, v, (size_t)hd, J->b->pos[i] + 1, hd, scale, scores, out);
+            int start = attn_start(J, i);
+            const uint16_t *k = kv_k_head(J->kv, J->layer, slot, kvh, start);
+            const uint16_t *v = kv_v_head(J->kv, J->layer, slot, kvh, start);
+            J->attend(q, G, k, v, (size_t)hd, J->b->pos[i] + 1 - start, hd, scale, scores, out);
         }
     }
 }
 
-/* ---- SwiGLU: a pool job over pieces of rows ------------------------------ */
-#define SWIGLU_PIECE 2048
+/* ---- the gated activation (SwiGLU, GeGLU): a pool job over pieces of rows -- */
+#define GLU_PIECE 2048
 
 typedef struct {
     float *h;
     const float *up;
     int n_ff, pieces;
-    op_swiglu_fn fn;
-} swiglu_job;
+    op_swiglu_fn fn;          /* op_swiglu or op_geglu, the path's version */
+} glu_job;
 
-static void swiglu_items(void *ctx, int64_t begin, int64_t end, int worker) {
+static void glu_items(void *ctx, int64_t begin, int64_t end, int worker) {
     (void)worker;
-    const swiglu_job *J = ctx;
+    const glu_job *J = ctx;
     for (int64_t it = begin; it < end; it++) {
-        int64_t i = it / J->pieces, c0 = it % J->pieces * SWIGLU_PIECE;
-        int len = (int)(J->n_ff - c0 < SWIGLU_PIECE ? J->n_ff - c0 : SWIGLU_PIECE);
+        int64_t i = it / J->pieces, c0 = it % J->pieces * GLU_PIECE;
+        int len = (int)(J->n_ff - c0 < GLU_PIECE ? J->n_ff - c0 : GLU_PIECE);
         float *h = J->h + (size_t)i * J->n_ff + c0;
         J->fn(h, h, J->up + (size_t)i * J->n_ff + c0, len);
     }
@@ -165,6 +177,13 @@ static void head_norms(float *x, const float *w, int n_rows, int n_heads, int hd
     if (!w) return;
     op_rmsnorm_fn norm = op_rmsnorm_for(kernels_current());
     for (int i = 0; i < n_rows * n_heads; i++) norm(x + (size_t)i * hd, x + (size_t)i * hd, w, hd, eps);
+}
+
+/* gemma3's post-norms: a block's output normalized before the residual add. */
+static void post_norm(float *x, const float *w, int n_rows, int dim, float eps) {
+    if (!w) return;
+    op_rmsnorm_fn norm = op_rmsnorm_for(kernels_current());
+    for (int i = 0; i < n_rows; i++) norm(x + (size_t)i * dim, x + (size_t)i * dim, w, dim, eps);
 }
 
 static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
@@ -189,9 +208,10 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     head_norms(a->k, lw->k_norm, n, p->n_head_kv, hd, p->rms_eps);
     op_rope_apply_fn rope = op_rope_apply_for(kernels_current());
     op_to_fp16_fn to_fp16 = op_to_fp16_for(kernels_current());
+    const float *angles = lw->local ? a->rope_swa : a->rope;   /* local layers: rope_base_swa */
     for (int i = 0; i < n; i++) {
         float *q = a->q + (size_t)i * q_dim, *k = a->k + (size_t)i * kv_dim, *v = a->v + (size_t)i * kv_dim;
-        const float *cs = a->rope + (size_t)i * p->n_rot;
+        const float *cs = angles + (size_t)i * p->n_rot;
         rope(q, p->n_head, hd, p->n_rot, p->rope_neox, cs);
         rope(k, p->n_head_kv, hd, p->n_rot, p->rope_neox, cs);
         for (int h = 0; h < p->n_head_kv; h++) {
@@ -200,9 +220,11 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
         }
     }
     int group = p->n_head / p->n_head_kv;
-    attn_job J = { m, kv, a, b, il, (group + ATTN_GROUP_MAX - 1) / ATTN_GROUP_MAX, attn_group_for(kernels_current()) };
+    attn_job J = { m, kv, a, b, il, (group + ATTN_GROUP_MAX - 1) / ATTN_GROUP_MAX,
+                   lw->local ? p->swa_window : 0, attn_group_for(kernels_current()) };
     pool_run(pool, attention_items, &J, (int64_t)a->n_runs * p->n_head_kv * J.chunks, 1);
     kern_matmul(&lw->wo, n, a->att, a->xb, &a->scratch, pool);
+    post_norm(a->xb, lw->post_attn_norm, n, E, p->rms_eps);
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
 
     /* feed-forward block */
@@ -210,10 +232,11 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
     const hweight *gate_up[2] = { &lw->w_gate, &lw->w_up };
     float *const gate_up_out[2] = { a->hb, a->hb2 };
     kern_matmul_n(2, gate_up, n, a->xb, gate_up_out, &a->scratch, pool);
-    swiglu_job sj = { a->hb, a->hb2, p->n_ff, (p->n_ff + SWIGLU_PIECE - 1) / SWIGLU_PIECE,
-                      op_swiglu_for(kernels_current()) };
-    pool_run(pool, swiglu_items, &sj, (int64_t)n * sj.pieces, 2);
+    glu_job gj = { a->hb, a->hb2, p->n_ff, (p->n_ff + GLU_PIECE - 1) / GLU_PIECE,
+                   p->glu == GLU_GEGLU ? op_geglu_for(kernels_current()) : op_swiglu_for(kernels_current()) };
+    pool_run(pool, glu_items, &gj, (int64_t)n * gj.pieces, 2);
     kern_matmul(&lw->w_down, n, a->hb, a->xb, &a->scratch, pool);
+    post_norm(a->xb, lw->post_ffn_norm, n, E, p->rms_eps);
     for (int i = 0; i < n; i++) op_add(a->x + (size_t)i * E, a->xb + (size_t)i * E, E);
 }
 
@@ -232,9 +255,18 @@ int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
     if (!batch_valid(m, kv, a, b)) return -1;
     const model_params *p = &m->p;
     int E = p->n_embd;
+    const float *factors = model_rope_factors(m, kv->n_ctx);
     for (int i = 0; i < b->n; i++) {
         kern_get_row(&m->tok_embd, b->token[i], a->x + (size_t)i * E);
-        op_rope_angles(a->rope + (size_t)i * p->n_rot, p->n_rot, b->pos[i], p->rope_base, m->rope_freqs);
+        if (p->embd_scale != 1.0f) op_scale(a->x + (size_t)i * E, p->embd_scale, E);
+        float *cs = a->rope + (size_t)i * p->n_rot;
+        op_rope_angles(cs, p->n_rot, b->pos[i], p->rope_base, factors);
+        if (p->rope_attn_factor != 1.0f) op_scale(cs, p->rope_attn_factor, p->n_rot);
+        if (p->swa_window) {   /* the local layers' angles: their own base, no factors */
+            cs = a->rope_swa + (size_t)i * p->n_rot;
+            op_rope_angles(cs, p->n_rot, b->pos[i], p->rope_base_swa, NULL);
+            if (p->rope_attn_factor != 1.0f) op_scale(cs, p->rope_attn_factor, p->n_rot);
+        }
     }
     a->n_runs = attention_runs(a, b);
     for (int il = 0; il < p->n_layer; il++) layer_forward(m, kv, a, b, il, pool);
@@ -248,5 +280,6 @@ int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
         n_out++;
     }
     if (n_out) kern_matmul(&m->output, n_out, a->xo, logits, &a->scratch, pool);
+    if (n_out && p->final_softcap > 0) op_softcap(logits, p->final_softcap, n_out * p->n_vocab);
     return 0;
 }

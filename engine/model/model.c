@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static const char *arch_names[ARCH_COUNT] = { "llama", "qwen2", "qwen3" };
+static const char *arch_names[ARCH_COUNT] = { "llama", "qwen2", "qwen3", "gemma3", "phi3" };
 
 const char *model_arch_name(model_arch a) {
     return (unsigned)a < ARCH_COUNT ? arch_names[a] : "unknown";
@@ -99,6 +99,27 @@ static void weight(loader *L, hweight *w, const char *name, int64_t n_in, int64_
     L->m->weight_bytes += t->size;
 }
 
+/* A fused matrix (phi3's attn_qkv: rows q, k, v; its ffn_up: rows gate,
+ * up) is split at load into views of consecutive rows: a matrix's rows are
+ * stored one after another, so rows [r0, r0 + n) are a matrix of their own,
+ * repacked and released like any other. */
+static void weight_split(loader *L, const char *name, int64_t n_in, int n_parts, hweight *const *parts,
+                         const int64_t *rows) {
+    int64_t total = 0;
+    for (int i = 0; i < n_parts; i++) total += rows[i];
+    hweight whole;
+    memset(&whole, 0, sizeof whole);
+    weight(L, &whole, name, n_in, total);
+    if (L->failed) return;
+    int64_t r0 = 0;
+    for (int i = 0; i < n_parts; i++) {
+        *parts[i] = whole;
+        parts[i]->n_out = rows[i];
+        parts[i]->data = whole.data + (size_t)r0 * whole.row_bytes;
+        r0 += rows[i];
+    }
+}
+
 /* Small vectors (norms, biases) are kept as float whatever their format. */
 static float *vector(loader *L, const char *name, int64_t n, bool required) {
     const gguf_tensor *t = tensor(L, name, n, 1, required);
@@ -121,9 +142,15 @@ static void load_layer(loader *L, int il) {
     char n[96];
 #define NAME(what) (layer_name(n, sizeof n, il, what), n)
     lw->attn_norm = vector(L, NAME("attn_norm.weight"), p->n_embd, true);
-    weight(L, &lw->wq, NAME("attn_q.weight"), p->n_embd, q_dim);
-    weight(L, &lw->wk, NAME("attn_k.weight"), p->n_embd, kv_dim);
-    weight(L, &lw->wv, NAME("attn_v.weight"), p->n_embd, kv_dim);
+    if (gguf_find_tensor(L->g, NAME("attn_qkv.weight"))) {
+        hweight *const parts[3] = { &lw->wq, &lw->wk, &lw->wv };
+        const int64_t rows[3] = { q_dim, kv_dim, kv_dim };
+        weight_split(L, n, p->n_embd, 3, parts, rows);
+    } else {
+        weight(L, &lw->wq, NAME("attn_q.weight"), p->n_embd, q_dim);
+        weight(L, &lw->wk, NAME("attn_k.weight"), p->n_embd, kv_dim);
+        weight(L, &lw->wv, NAME("attn_v.weight"), p->n_embd, kv_dim);
+    }
     weight(L, &lw->wo, NAME("attn_output.weight"), q_dim, p->n_embd);
     if (p->qkv_bias) {
         lw->bq = vector(L, NAME("attn_q.bias"), q_dim, true);
@@ -134,9 +161,19 @@ static void load_layer(loader *L, int il) {
         lw->q_norm = vector(L, NAME("attn_q_norm.weight"), p->head_dim, true);
         lw->k_norm = vector(L, NAME("attn_k_norm.weight"), p->head_dim, true);
     }
+    if (p->post_norms) {
+        lw->post_attn_norm = vector(L, NAME("post_attention_norm.weight"), p->n_embd, true);
+        lw->post_ffn_norm = vector(L, NAME("post_ffw_norm.weight"), p->n_embd, true);
+    }
     lw->ffn_norm = vector(L, NAME("ffn_norm.weight"), p->n_embd, true);
-    weight(L, &lw->w_gate, NAME("ffn_gate.weight"), p->n_embd, p->n_ff);
-    weight(L, &lw->w_up, NAME("ffn_up.weight"), p->n_embd, p->n_ff);
+    if (!gguf_find_tensor(L->g, NAME("ffn_gate.weight"))) {
+        hweight *const parts[2] = { &lw->w_gate, &lw->w_up };
+        const int64_t rows[2] = { p->n_ff, p->n_ff };
+        weight_split(L, NAME("ffn_up.weight"), p->n_embd, 2, parts, rows);
+    } else {
+        weight(L, &lw->w_gate, NAME("ffn_gate.weight"), p->n_embd, p->n_ff);
+        weight(L, &lw->w_up, NAME("ffn_up.weight"), p->n_embd, p->n_ff);
+    }
     weight(L, &lw->w_down, NAME("ffn_down.weight"), p->n_ff, p->n_embd);
 #undef NAME
 }
@@ -155,7 +192,7 @@ static void read_params(loader *L) {
     if (p->arch == ARCH_COUNT) {
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(s.len < 48 ? s.len : 48), s.ptr);
-        fail(L, "architecture '%s' is not supported (hearth runs llama, qwen2, qwen3)", name);
+        fail(L, "architecture '%s' is not supported (hearth runs llama, qwen2, qwen3, gemma3, phi3)", name);
         return;
     }
     p->n_embd = arch_u32(L, "embedding_length", 0);
@@ -186,11 +223,85 @@ static void read_params(loader *L) {
     }
     float eps_default = p->arch == ARCH_LLAMA ? 1e-5f : 1e-6f;
     p->rms_eps = arch_f32(L, "attention.layer_norm_rms_epsilon", eps_default);
-    p->rope_base = arch_f32(L, "rope.freq_base", p->arch == ARCH_LLAMA ? 10000.0f : 1000000.0f);
+    bool base_1e4 = p->arch == ARCH_LLAMA || p->arch == ARCH_PHI3;
+    p->rope_base = arch_f32(L, "rope.freq_base", base_1e4 ? 10000.0f : 1000000.0f);
     if (p->rms_eps <= 0 || p->rope_base <= 0) fail(L, "metadata: rms epsilon and rope base must be positive");
     p->rope_neox = p->arch != ARCH_LLAMA;
     p->qkv_bias = p->arch == ARCH_QWEN2;
-    p->qk_norm = p->arch == ARCH_QWEN3;
+    p->qk_norm = p->arch == ARCH_QWEN3 || p->arch == ARCH_GEMMA3;
+    p->embd_scale = 1.0f;
+    p->attn_scale = 1.0f / sqrtf((float)p->head_dim);
+    p->glu = GLU_SWIGLU;
+    p->rope_base_swa = p->rope_base;
+    /* longrope (phi3): cos and sin are scaled whichever factors are used */
+    p->rope_attn_factor = arch_f32(L, "rope.scaling.attn_factor", 1.0f);
+    p->n_ctx_orig = arch_u32(L, "rope.scaling.original_context_length", p->n_ctx_train);
+    if (p->arch == ARCH_GEMMA3) {
+        p->embd_scale = sqrtf((float)p->n_embd);
+        p->post_norms = true;
+        p->glu = GLU_GEGLU;
+        p->swa_window = arch_u32(L, "attention.sliding_window", 0);
+        p->rope_base_swa = arch_f32(L, "rope.freq_base_swa", 10000.0f);
+        p->final_softcap = arch_f32(L, "final_logit_softcapping", 0.0f);
+        /* Gemma's query_pre_attn_scalar: head_dim, except the 27B model
+         * (62 layers), which scales by n_embd / n_head (as llama.cpp does,
+         * after gemma_pytorch's config), unless the file says */
+        if (p->n_layer == 62) p->attn_scale = 1.0f / sqrtf((float)(p->n_embd / p->n_head));
+    }
+    p->attn_scale = arch_f32(L, "attention.scale", p->attn_scale);
+    if (p->rope_base_swa <= 0 || p->rope_attn_factor <= 0 || p->attn_scale <= 0 || p->final_softcap < 0)
+        fail(L, "metadata: rope.freq_base_swa, rope.scaling.attn_factor, attention.scale and "
+                "final_logit_softcapping must be positive");
+}
+
+/* Which layers slide: the pattern key (a period N, the last layer of each N
+ * global, or one flag per layer), else llama.cpp's gemma3 default: every
+ * 6th layer global. No window, no local layer. */
+static void set_local_layers(loader *L) {
+    model *m = L->m;
+    const model_params *p = &m->p;
+    if (p->swa_window <= 0) return;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", model_arch_name(p->arch));
+    const gguf_kv *kv = gguf_find_kv(L->g, key);
+    int period = 6;
+    if (kv && kv->type == GGUF_TYPE_ARRAY) {
+        if (kv->arr_n != (uint64_t)p->n_layer) {
+            fail(L, "metadata %s has %llu entries for %d layers", key, (unsigned long long)kv->arr_n, p->n_layer);
+            return;
+        }
+        for (int il = 0; il < p->n_layer; il++) {
+            int64_t v;
+            if (!gguf_arr_i64(kv, (uint64_t)il, &v)) { fail(L, "metadata %s has a bad type", key); return; }
+            m->layers[il].local = v != 0;
+        }
+        return;
+    }
+    if (kv) {
+        uint32_t v;
+        if (!gguf_get_u32(L->g, key, &v) || v > (1u << 20)) { fail(L, "metadata %s has a bad type or value", key); return; }
+        period = (int)v;
+    }
+    for (int il = 0; il < p->n_layer; il++) m->layers[il].local = period > 0 && il % period < period - 1;
+}
+
+/* Linear rope scaling (rope.scaling.type "linear"): every pair's frequency
+ * divided by the factor, on the global layers. Folded into rope_freqs. */
+static void linear_rope_scaling(loader *L) {
+    model *m = L->m;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", model_arch_name(m->p.arch));
+    gguf_str s;
+    if (!gguf_get_str(L->g, key, &s) || !gguf_str_eq(s, "linear")) return;
+    float factor = arch_f32(L, "rope.scaling.factor", 1.0f);
+    if (factor <= 0) { fail(L, "metadata rope.scaling.factor must be positive"); return; }
+    if (factor == 1.0f) return;
+    int half = m->p.n_rot / 2;
+    if (!m->rope_freqs) {
+        if (!(m->rope_freqs = malloc(sizeof(float) * (size_t)half))) { fail(L, "out of memory"); return; }
+        for (int i = 0; i < half; i++) m->rope_freqs[i] = 1.0f;
+    }
+    for (int i = 0; i < half; i++) m->rope_freqs[i] *= factor;
 }
 
 static void load_tensors(loader *L) {
@@ -210,8 +321,14 @@ static void load_tensors(loader *L) {
     }
     if (gguf_find_tensor(L->g, "rope_freqs.weight"))
         m->rope_freqs = vector(L, "rope_freqs.weight", p->n_rot / 2, true);
+    if (gguf_find_tensor(L->g, "rope_factors_short.weight") || gguf_find_tensor(L->g, "rope_factors_long.weight")) {
+        m->rope_short = vector(L, "rope_factors_short.weight", p->n_rot / 2, true);
+        m->rope_long = vector(L, "rope_factors_long.weight", p->n_rot / 2, true);
+    }
+    linear_rope_scaling(L);
     m->layers = calloc((size_t)p->n_layer, sizeof *m->layers);
     if (!m->layers) { fail(L, "out of memory"); return; }
+    set_local_layers(L);
     for (int il = 0; il < p->n_layer && !L->failed; il++) load_layer(L, il);
 }
 
@@ -383,12 +500,15 @@ void model_free(model *m) {
             layer_weights *lw = &m->layers[il];
             free(lw->attn_norm); free(lw->ffn_norm); free(lw->q_norm); free(lw->k_norm);
             free(lw->bq); free(lw->bk); free(lw->bv);
+            free(lw->post_attn_norm); free(lw->post_ffn_norm);
         }
         free(m->layers);
     }
     if (!m->layers) kern_release_weight(&m->output);
     free(m->output_norm);
     free(m->rope_freqs);
+    free(m->rope_short);
+    free(m->rope_long);
     tokenizer_free(m->tok);
     free(m->name);
     free(m->chat_template);
@@ -402,4 +522,10 @@ uint64_t model_bytes_per_token(const model *m) {
     uint64_t b = m->weight_bytes;
     if (!m->p.tied_embeddings) b -= (uint64_t)m->tok_embd.row_bytes * (uint64_t)(m->tok_embd.n_out - 1);
     return b;
+}
+
+const float *model_rope_factors(const model *m, int n_ctx) {
+    if (m->rope_freqs) return m->rope_freqs;
+    if (m->rope_long && n_ctx > m->p.n_ctx_orig) return m->rope_long;
+    return m->rope_short;
 }

@@ -1,6 +1,7 @@
 /* A loaded model: hyperparameters from GGUF metadata, weights (repacked by
  * the kernels, or copied), and the plan parameters that make one forward
- * pass serve every supported architecture (llama, qwen2, qwen3). The file
+ * pass serve every supported architecture (llama, qwen2, qwen3, gemma3,
+ * phi3). The file
  * is read once and closed: nothing here points into it, so it may be
  * replaced, rewritten or truncated while the model runs. */
 #ifndef HEARTH_MODEL_H
@@ -14,7 +15,10 @@
 
 struct tokenizer;
 
-typedef enum { ARCH_LLAMA = 0, ARCH_QWEN2, ARCH_QWEN3, ARCH_COUNT } model_arch;
+typedef enum { ARCH_LLAMA = 0, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3, ARCH_COUNT } model_arch;
+
+/* The gated FFN's activation: silu(gate) * up, or gelu_tanh(gate) * up. */
+typedef enum { GLU_SWIGLU = 0, GLU_GEGLU } glu_kind;
 
 /* Everything in which architectures differ is a parameter of the plan. */
 typedef struct model_params {
@@ -28,6 +32,16 @@ typedef struct model_params {
     bool qkv_bias;            /* qwen2 */
     bool qk_norm;             /* qwen3: RMS norm of each q/k head */
     bool tied_embeddings;     /* output.weight absent: reuse token_embd */
+    float embd_scale;         /* token embeddings are multiplied by this (gemma3: sqrt(n_embd)), else 1 */
+    float attn_scale;         /* attention score scale: 1/sqrt(head_dim) unless the model says otherwise */
+    bool post_norms;          /* gemma3: RMS norm of the attention and FFN outputs before each residual add */
+    glu_kind glu;             /* the FFN's gate activation */
+    int swa_window;           /* local layers attend to the last swa_window positions (their own
+                                 included); 0 = no sliding window. Which layers: layer_weights.local */
+    float rope_base_swa;      /* rope base of the local layers (gemma3 rope.freq_base_swa) */
+    float rope_attn_factor;   /* rope cos and sin times this (phi3 longrope rope.scaling.attn_factor), else 1 */
+    int n_ctx_orig;           /* longrope: short factors for contexts up to this, long ones beyond */
+    float final_softcap;      /* logits = cap * tanh(logits / cap) when > 0 (final_logit_softcapping) */
 } model_params;
 
 typedef struct layer_weights {
@@ -35,6 +49,8 @@ typedef struct layer_weights {
     float *attn_norm, *ffn_norm;          /* n_embd */
     float *q_norm, *k_norm;               /* head_dim, or NULL */
     float *bq, *bk, *bv;                  /* or NULL */
+    float *post_attn_norm, *post_ffn_norm; /* n_embd, when post_norms */
+    bool local;                           /* a sliding-window layer (swa_window, rope_base_swa) */
 } layer_weights;
 
 typedef struct model {
@@ -42,6 +58,7 @@ typedef struct model {
     hweight tok_embd, output;
     float *output_norm;
     float *rope_freqs;                    /* n_rot/2 factors, or NULL */
+    float *rope_short, *rope_long;        /* longrope: n_rot/2 factors each (model_rope_factors), or NULL */
     layer_weights *layers;
     struct tokenizer *tok;
     char *name;                           /* general.name or the file's base name */
@@ -59,5 +76,9 @@ void model_free(model *m);
 const char *model_arch_name(model_arch a);
 /* Bytes of weights read for one decoded token (every matrix once, one embedding row). */
 uint64_t model_bytes_per_token(const model *m);
+/* The rope frequency factors a pass with n_ctx positions per slot uses:
+ * rope_freqs, else longrope's short factors up to n_ctx_orig and its long
+ * ones beyond (as llama.cpp chooses by context size), else NULL. */
+const float *model_rope_factors(const model *m, int n_ctx);
 
 #endif
