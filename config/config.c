@@ -44,6 +44,8 @@ const config_setting config_settings[] = {
       "let pages from this origin (or * for any) call the API from a browser (default: none)", "ORIGIN" },
     { "chat-template", "--chat-template", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
       "chatml, llama3, llama2, mistral, gemma, phi3, zephyr (default: the model's)", "NAME" },
+    { "reasoning-format", "--reasoning-format", NULL, CFG_STRING, 0, 0, "none|auto|deepseek", "auto", false,
+      "none leaves a model's thinking in the content; auto and deepseek return it as reasoning_content", NULL },
     { "log-format", "--log-format", NULL, CFG_STRING, 0, 0, "text|json", "text", false,
       "access log lines on stderr", NULL },
     { "prompt-cache", "--prompt-cache", NULL, CFG_PATH, 0, 0, NULL, NULL, false,

@@ -15,6 +15,16 @@ void fmt_token_piece(const server *s, int32_t id, cJSON **text, cJSON **bytes);
 cJSON *fmt_usage(const gen *g);
 /* llama.cpp's timings object. */
 cJSON *fmt_timings(const gen *g);
+/* A chat.completion.chunk with this delta, logprobs (or null) and finish (or null). */
+cJSON *fmt_chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish);
+/* fmt_tools.c, chats with o.parse_chat: a stream's text through the output
+ * parser (the chunks it makes carry logprobs, taken over); the end of the
+ * stream (the number of tool calls made); a whole answer's content,
+ * reasoning_content and tool_calls added to message m (the number of calls). */
+void fmt_chat_parsed_token(gen *g, const char *text, size_t len, cJSON *logprobs);
+int fmt_chat_parsed_end(gen *g);
+int fmt_chat_parsed_message(gen *g, cJSON *m);
+
 /* llama.cpp's generation_settings for these options (stop strings copied). */
 cJSON *fmt_settings(const server *s, const gen_opts *o);
 

@@ -86,7 +86,7 @@ static cJSON *chat_logprob(const gen *g, const job_event *ev) {
     return o;
 }
 
-static cJSON *chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish) {
+cJSON *fmt_chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish) {
     cJSON *o = head(g, "chat.completion.chunk"), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
@@ -103,7 +103,7 @@ static void chat_start(gen *g) {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "role", "assistant");
     cJSON_AddStringToObject(d, "content", "");
-    gen_sse_json(g, chat_chunk(g, d, NULL, NULL));
+    gen_sse_json(g, fmt_chat_chunk(g, d, NULL, NULL));
 }
 
 static void chat_token(gen *g, const char *text, size_t len, const job_event *ev) {
@@ -114,20 +114,23 @@ static void chat_token(gen *g, const char *text, size_t len, const job_event *ev
         cJSON_AddItemToArray(g->acc, lp);
         return;
     }
-    cJSON *d = cJSON_CreateObject();
-    add_text(d, "content", text, len);
     cJSON *lps = NULL;
     if (lp) {
         lps = cJSON_CreateObject();
         cJSON_AddItemToArray(cJSON_AddArrayToObject(lps, "content"), lp);
     }
-    gen_sse_json(g, chat_chunk(g, d, lps, NULL));
+    if (g->o.parse_chat) { fmt_chat_parsed_token(g, text, len, lps); return; }
+    cJSON *d = cJSON_CreateObject();
+    add_text(d, "content", text, len);
+    gen_sse_json(g, fmt_chat_chunk(g, d, lps, NULL));
 }
 
 static void chat_finish(gen *g) {
     const char *finish = gen_finish_oai(g);
+    /* a model that stopped to call tools: "tool_calls" (cut short: "length") */
     if (g->stream_started) {
-        gen_sse_json(g, chat_chunk(g, cJSON_CreateObject(), NULL, finish));
+        if (g->o.parse_chat && fmt_chat_parsed_end(g) > 0 && !strcmp(finish, "stop")) finish = "tool_calls";
+        gen_sse_json(g, fmt_chat_chunk(g, cJSON_CreateObject(), NULL, finish));
         if (g->o.include_usage) {
             cJSON *o = head(g, "chat.completion.chunk");
             cJSON_AddArrayToObject(o, "choices");
@@ -143,7 +146,8 @@ static void chat_finish(gen *g) {
     cJSON *c = cJSON_CreateObject(), *m = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", 0);
     cJSON_AddStringToObject(m, "role", "assistant");
-    add_text(m, "content", g->text ? g->text : "", g->text_len);
+    if (!g->o.parse_chat) add_text(m, "content", g->text ? g->text : "", g->text_len);
+    else if (fmt_chat_parsed_message(g, m) > 0 && !strcmp(finish, "stop")) finish = "tool_calls";
     cJSON_AddItemToObject(c, "message", m);
     if (g->o.logprobs) {
         cJSON *lp = cJSON_CreateObject();

@@ -39,6 +39,8 @@ static void gen_destroy(gen *g) {
     cJSON_Delete(g->response_fields);
     cJSON_Delete(g->settings);
     cJSON_Delete(g->acc);
+    cJSON_Delete(g->pending_lp);
+    tool_parser_free(g->tp);
     if (g->done_node) free(g->done_node->text), free(g->done_node->stop_word);
     free(g->done_node);
     free(g->stop_word);

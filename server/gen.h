@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 #include "server/server.h"
+#include "server/tool_parse.h"
 
 typedef enum { GEN_CHAT, GEN_COMPLETION, GEN_LLAMA } gen_kind;
 
@@ -30,6 +31,8 @@ typedef struct gen_opts {
     bool warmup;              /* n_predict 0: prefill only, no text */
     bool return_tokens;       /* llama: the token ids in the answer */
     const cJSON *response_fields;   /* llama: borrowed from the request */
+    bool parse_chat;          /* chat: the text goes through the output parser (tools, reasoning) */
+    tool_parse_opts tp;       /* its options (hold_calls is set for whole answers) */
 } gen_opts;
 
 void gen_opts_init(gen_opts *o);
@@ -70,6 +73,8 @@ struct gen {
     int32_t *toks;            /* generated ids */
     int n_toks, toks_cap;
     cJSON *acc;               /* the format's accumulator (logprobs) */
+    tool_parser *tp;          /* chat streams with parse_chat: the output parser */
+    cJSON *pending_lp;        /* the logprobs of the token being parsed, for its first chunk */
     size_t text_offset;       /* completions: bytes before the next token */
     char *echo;               /* completions with echo: the prompt text */
     bool truncated;           /* infill: the input was cut to fit */

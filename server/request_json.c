@@ -233,7 +233,7 @@ static bool parse_samplers(const cJSON *b, gen_opts *o, api_error *e) {
 }
 
 /* Fields hearth knows but can only take at their neutral value. */
-static bool parse_unsupported(const cJSON *b, api_error *e) {
+static bool parse_unsupported(const cJSON *b, gen_kind kind, api_error *e) {
     static const struct { const char *key; double neutral; } nums[] = {
         { "mirostat", 0 }, { "typical_p", 1 }, { "typ_p", 1 }, { "tfs_z", 1 },
         { "dry_multiplier", 0 }, { "xtc_probability", 0 },
@@ -247,13 +247,13 @@ static bool parse_unsupported(const cJSON *b, api_error *e) {
                             nums[i].neutral);
     }
     static const char *const lists[] = { "tools", "functions", "lora", "image_data", "multimodal_data" };
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+    for (size_t i = kind == GEN_CHAT; i < sizeof lists / sizeof *lists; i++) {   /* chat: tools in tool_request.c */
         const cJSON *v = jf_get(b, lists[i]);
         if (v && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
             return api_fail(e, 400, lists[i], "unsupported_value", "'%s' is not supported by this server", lists[i]);
     }
     const cJSON *v = jf_get(b, "tool_choice");
-    if (v && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
+    if (v && kind != GEN_CHAT && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
         return api_fail(e, 400, "tool_choice", "unsupported_value", "'tool_choice' is not supported by this server");
     v = jf_get(b, "grammar");
     if (v && !(cJSON_IsString(v) && !*v->valuestring))
@@ -343,7 +343,7 @@ bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o,
     if (!parse_length(s, b, kind, o, e)) return false;
     if (!parse_stop(b, o, e)) return false;
     if (!parse_logit_bias(s, b, o, e)) return false;
-    if (!parse_unsupported(b, e)) return false;
+    if (!parse_unsupported(b, kind, e)) return false;
 
     if (!jf_bool(b, "stream", &o->stream, e)) return false;
     const cJSON *so = jf_get(b, "stream_options");

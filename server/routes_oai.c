@@ -4,6 +4,8 @@
 #include "server/gen.h"
 #include "server/prompt.h"
 #include "server/request_json.h"
+#include "server/reasoning.h"
+#include "server/tool_request.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,21 +22,42 @@ static void start(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen
     free(ids);
 }
 
+/* How the answer is read back: tool calls in the model's format when tools
+ * are offered, reasoning unless --reasoning-format none; harmony's channels
+ * always (its markers are never content). */
+static void output_parsing(const server *s, const chat_tools *t, const char *prompt, gen_opts *o) {
+    tool_parse_opts *tp = &o->tp;
+    tp->fmt = (tool_format)s->tool_fmt;
+    tp->tools = t->tools != NULL;
+    tp->reasoning = t->reasoning != REASONING_NONE;
+    tp->think_open = tp->reasoning && tool_prompt_opens_think(prompt, strlen(prompt));
+    tp->max_calls = t->parallel ? 0 : 1;
+    o->parse_chat = tp->tools || tp->reasoning || tp->fmt == TOOL_FMT_HARMONY;
+    o->jp.render_special = tp->tools || tp->fmt == TOOL_FMT_HARMONY;   /* markers such as [TOOL_CALLS] are control tokens */
+}
+
 void route_chat(server *s, http_req *r, const cJSON *body) {
     api_error e;
     gen_opts o;
     gen_opts_init(&o);
+    chat_tools t = { 0 };
     int32_t *ids = NULL;
     char *text = NULL;
     int n = -1;
-    if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_CHAT, &o, &e)) goto fail;
-    if (!(text = prompt_render_chat(s, cJSON_GetObjectItemCaseSensitive(body, "messages"), &e))) goto fail;
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_CHAT, &o, &e) ||
+        !chat_tools_parse(body, s->o.reasoning_format, &t, &e) || (cJSON_IsArray(msgs) && !chat_messages_check_tools(msgs, &e)))
+        goto fail;
+    if (!(text = prompt_render_chat(s, msgs, &e))) goto fail;
+    output_parsing(s, &t, text, &o);
     n = prompt_text_may_fit(s, strlen(text), "messages", &e) ? prompt_tokenize(s, text, strlen(text), true, true, &ids, &e) : -1;
     free(text);
     if (n < 0 || !prompt_fits(s, n, "messages", &e)) goto fail;
+    chat_tools_free(&t);
     start(s, r, GEN_CHAT, &fmt_chat, &o, ids, n, NULL);
     return;
 fail:
+    chat_tools_free(&t);
     free(ids);
     gen_opts_free(&o);
     api_error_respond(r, &e);

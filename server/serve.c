@@ -7,6 +7,9 @@
 #include "server/access_log.h"
 #include "server/gen.h"
 #include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
+#include "server/reasoning.h"
+#include "server/tool_parse.h"
 #include "runtime/pool.h"
 #include "engine/synth/synth_model.h"
 #include "engine/text/tokenizer.h"
@@ -69,6 +72,7 @@ static const struct binding { const char *key; size_t off; } bindings[] = {
     { "alias", offsetof(server_opts, alias) },
     { "cors-origin", offsetof(server_opts, cors_origin) },
     { "chat-template", offsetof(server_opts, chat_template) },
+    { "reasoning-format", offsetof(server_opts, reasoning_name) },
     { "log-format", offsetof(server_opts, log_format) },
     { "prompt-cache", offsetof(server_opts, prompt_cache) },
     { "prompt-cache-size", offsetof(server_opts, prompt_cache_bytes) },
@@ -159,6 +163,7 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
     /* what the table cannot say: a computed default, a derived field, a name to look up */
     if (!o->n_threads) o->n_threads = pool_default_threads();
     o->log_json = !strcmp(o->log_format, "json");
+    o->reasoning_format = reasoning_format_from_name(o->reasoning_name);
     if (o->chat_template && chat_template_from_name(o->chat_template) < 0) {
         fprintf(stderr, "hearth serve: unknown chat template '%s' (chatml, llama3, llama2, mistral, gemma, phi3, zephyr)\n",
                 o->chat_template);
@@ -183,6 +188,8 @@ static void on_progress(uv_timer_t *t) {
 
 static void begin_shutdown(serve_state *st);
 
+static bool has_token(void *tok, const char *text) { return tokenizer_find(tok, text) >= 0; }
+
 static int start_engine(serve_state *st) {
     server *s = &st->s;
     model *m = st->m;
@@ -201,6 +208,7 @@ static int start_engine(serve_state *st) {
             s->tpl = 0;
         }
     }
+    s->tool_fmt = tool_format_detect(s->o.chat_template ? NULL : m->chat_template, has_token, m->tok);
     engine_config c;
     engine_config_default(&c);
     c.n_slots = s->o.n_parallel;

@@ -20,6 +20,8 @@ typedef struct server_opts {
     const char *alias;
     const char *cors_origin;
     const char *chat_template;
+    const char *reasoning_name;          /* --reasoning-format */
+    int reasoning_format;                /* derived from it (server/reasoning.h) */
     const char *log_format;              /* "text" or "json" */
     bool log_json;                       /* derived from log_format */
     bool no_webui;                       /* --no-webui: / answers 404 */
@@ -45,6 +47,7 @@ typedef struct server {
     engine *engine;           /* NULL while loading */
     int n_ctx;                /* per slot, after clamping to the model */
     int tpl;                  /* chat template id */
+    int tool_fmt;             /* how the model writes tool calls (tool_format) */
     char *model_id;           /* the name /v1/models reports */
     char *model_file;         /* the file's base name */
     long created;             /* start time, for /v1/models */

@@ -318,7 +318,7 @@ static int slot_admit(engine *e, slot *sl) {
     sl->n_stored = 0;
     sl->store_key = e->root;
     sl->stamp = prompt_cache_stamp(e->pc);
-    detok_init(&sl->detok, e->m->tok, false);
+    detok_init(&sl->detok, e->m->tok, j->params.render_special);
     sl->detok.at_start = false;   /* generated text continues the prompt */
     sl->state = SLOT_PREFILL;
     sl->n_past = reuse;

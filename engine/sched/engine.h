@@ -55,6 +55,7 @@ typedef struct job_params {
     bool cache_prompt;        /* reuse resident / stored prompt state */
     double t_max_predict_ms;  /* 0: no limit */
     bool ignore_eos;
+    bool render_special;      /* event text spells control tokens (tool-call and channel markers) */
     int n_stop;
     const char *stop[ENGINE_MAX_STOP];   /* copied at submit */
 } job_params;
