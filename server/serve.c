@@ -7,7 +7,6 @@
 #include "server/access_log.h"
 #include "server/gen.h"
 #include "engine/text/chat_template.h"
-#include "engine/text/tokenizer.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
 #include "runtime/pool.h"

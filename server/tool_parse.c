@@ -700,7 +700,9 @@ static void run(tool_parser *p) {
 
 tool_parser *tool_parser_new(const tool_parse_opts *o, tp_emit_fn fn, void *user) {
     tool_parser *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
+    if (p) p->buf = malloc(p->cap = 256);   /* never NULL: offsets are taken from it */
+    if (!p || !p->buf) { free(p); return NULL; }
+    p->buf[0] = 0;
     p->o = *o;
     p->fn = fn;
     p->user = user;
@@ -720,7 +722,7 @@ bool tool_parser_feed(tool_parser *p, const char *text, size_t len) {
         p->seg = 0;
     }
     if (p->len + len + 1 > p->cap) {
-        size_t c = p->cap ? p->cap : 256;
+        size_t c = p->cap;
         while (c < p->len + len + 1) c *= 2;
         char *nb = realloc(p->buf, c);
         if (!nb) return !(p->oom = true);
@@ -738,7 +740,7 @@ bool tool_parser_finish(tool_parser *p) {
     if (p->oom) return false;
     run(p);
     size_t rest = p->len - p->pos;
-    const char *r = p->buf ? p->buf + p->pos : "";
+    const char *r = p->buf + p->pos;
     switch (p->m) {
     case M_THINK:
         emit(p, TP_REASONING, r, rest);

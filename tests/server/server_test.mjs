@@ -245,7 +245,22 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
     [{ messages: msg, logit_bias: { 99999: 1 } }, 'logit_bias'],
     [{ messages: msg, logit_bias: { 5: 'x' } }, 'logit_bias'],
     [{ messages: msg, logit_bias: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [i, 1])) }, 'logit_bias'],
-    [{ messages: msg, tools: [{ type: 'function', function: { name: 'f' } }] }, 'tools'],
+    [{ messages: msg, tools: [{ type: 'function', function: { name: 'f g' } }] }, 'tools[0]'],
+    [{ messages: msg, tools: { type: 'function' } }, 'tools'],
+    [{ messages: msg, tools: [{ type: 'retrieval' }] }, 'tools[0]'],
+    [{ messages: msg, tools: [{ type: 'function', function: { name: 'f', parameters: 'x' } }] }, 'tools[0]'],
+    [{ messages: msg, tools: [{ type: 'function', function: { name: 'f' } }, { type: 'function', function: { name: 'f' } }] }, 'tools[1]'],
+    [{ messages: msg, tool_choice: 'required' }, 'tool_choice'],
+    [{ messages: msg, tool_choice: 'sometimes', tools: [{ type: 'function', function: { name: 'f' } }] }, 'tool_choice'],
+    [{ messages: msg, tool_choice: { type: 'function', function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f' } }] }, 'tool_choice'],
+    [{ messages: msg, parallel_tool_calls: 'yes' }, 'parallel_tool_calls'],
+    [{ messages: msg, reasoning_format: 'verbose' }, 'reasoning_format'],
+    [{ messages: msg, chat_template_kwargs: [1] }, 'chat_template_kwargs'],
+    [{ messages: msg, enable_thinking: 'no' }, 'enable_thinking'],
+    [{ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: { id: 'a' } }] }, 'messages[1].tool_calls'],
+    [{ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { arguments: '{}' } }] }] }, 'messages[1].tool_calls[0]'],
+    [{ messages: [{ role: 'user', content: 'x', tool_calls: [] }] }, 'messages[0].tool_calls'],
+    [{ messages: [{ role: 'tool', tool_call_id: 7, content: 'x' }] }, 'messages[0].tool_call_id'],
     [{ messages: msg, response_format: { type: 'json_object' } }, 'response_format'],
     [{ messages: msg, model: 42 }, 'model'],
     [{ messages: 'hi' }, 'messages'],
@@ -510,6 +525,89 @@ test('openai client: chat, completions, streams, errors', async () => {
   await expectErr(client.models.retrieve('nope'), OpenAI.NotFoundError, 404);
   const models = await client.models.list();
   eq(models.data.map((m) => m.id), ['stories260K'], 'models.list');
+});
+
+// Tools and reasoning (server/tool_request.c, tool_parse.c, fmt_tools.c). A
+// random-weight model never writes a tool call by itself: these check the
+// request side, the history through the template, and that streamed and whole
+// answers read the same text the same way (content, reasoning, calls).
+const WEATHER = { type: 'function', function: { name: 'get_weather', description: 'The weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } };
+const TIME = { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };
+
+test('tools: openai client, history with tool calls and results, stream == whole', async () => {
+  if (!OpenAI) return 'skip';
+  const s = await startServer(['-np', '2', '-c', '1024', '--sse-keepalive', '0'], QWEN3);
+  const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: 60000 });
+  const history = [
+    { role: 'system', content: 'You call tools.' },
+    { role: 'user', content: 'Weather in Paris and the time?' },
+    { role: 'assistant', content: null, tool_calls: [
+      { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } },
+      { id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temp": 18}' },
+    { role: 'tool', tool_call_id: 'call_2', content: '12:00' },
+  ];
+  for (const tool_choice of ['auto', 'none', undefined]) {
+    for (const parallel_tool_calls of [true, false]) {
+      const req = { model: 'qwen3-tiny-Q4_K_M', messages: history, tools: [WEATHER, TIME], tool_choice, parallel_tool_calls, max_tokens: 24, temperature: 1, seed: 11 };
+      const whole = await client.chat.completions.create(req);
+      const m = whole.choices[0].message;
+      eq(m.role, 'assistant', 'role');
+      assert(['stop', 'length', 'tool_calls'].includes(whole.choices[0].finish_reason), `finish ${whole.choices[0].finish_reason}`);
+      assert(m.content === null || typeof m.content === 'string', 'content string or null');
+      let content = '', reasoning = '', finish = null;
+      const calls = [];
+      for await (const ch of await client.chat.completions.create({ ...req, stream: true })) {
+        const d = ch.choices[0] ? ch.choices[0].delta : {};
+        content += d.content || '';
+        reasoning += d.reasoning_content || '';
+        for (const tc of d.tool_calls || []) {
+          if (tc.id) calls[tc.index] = { id: tc.id, type: tc.type, function: { name: tc.function.name, arguments: '' } };
+          calls[tc.index].function.arguments += tc.function.arguments || '';
+        }
+        finish = (ch.choices[0] && ch.choices[0].finish_reason) || finish;
+      }
+      eq(content, m.content || '', `streamed content (${tool_choice}, ${parallel_tool_calls})`);
+      eq(reasoning, m.reasoning_content || '', 'streamed reasoning');
+      eq(calls, m.tool_calls || [], 'streamed tool calls');
+      eq(finish, whole.choices[0].finish_reason, 'finish');
+    }
+  }
+  // chat_template_kwargs and enable_thinking are accepted; reasoning_format per request
+  for (const extra of [{ chat_template_kwargs: { enable_thinking: false } }, { enable_thinking: true }, { reasoning_format: 'none' }, { reasoning_effort: 'low' }]) {
+    const r = await post(s, '/v1/chat/completions', { messages: history, tools: [WEATHER], max_tokens: 4, ...extra });
+    eq(r.status, 200, `accepted: ${JSON.stringify(extra)} ${r.body.slice(0, 200)}`);
+  }
+  try {
+    await client.chat.completions.create({ model: 'qwen3-tiny-Q4_K_M', messages: history, tool_choice: 'required', max_tokens: 2 });
+    throw new AssertionError('tool_choice required without tools accepted');
+  } catch (e) {
+    assert(e instanceof OpenAI.BadRequestError, `400 expected, got ${e.message}`);
+    eq(e.param, 'tool_choice', 'param');
+  }
+  await stopClean(s);
+});
+
+test('reasoning: --reasoning-format none and auto on one stream', async () => {
+  // the random model's text as it is, then through the parser: the same bytes
+  // end up in content (none) or in content + reasoning (auto)
+  const s = await startServer(['-np', '1', '-c', '512', '--sse-keepalive', '0', '--reasoning-format', 'none'], QWEN3);
+  const req = { messages: [{ role: 'user', content: 'think' }], max_tokens: 32, temperature: 1, seed: 5 };
+  const raw = await post(s, '/v1/chat/completions', req);
+  eq(raw.status, 200, 'none');
+  assert(raw.json.choices[0].message.reasoning_content === undefined, 'no reasoning_content with none');
+  const auto = await post(s, '/v1/chat/completions', { ...req, reasoning_format: 'auto' });
+  const m = auto.json.choices[0].message;
+  const text = raw.json.choices[0].message.content;
+  if (m.reasoning_content !== undefined) assert(text.includes(m.reasoning_content), 'reasoning comes from the text');
+  else eq(m.content, text, 'no think block: the content is the text');
+  await stopClean(s);
+  const bad = spawn(BIN, ['serve', '-m', QWEN3, '--port', '0', '--reasoning-format', 'loud'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  bad.stderr.on('data', (d) => { err += d; });
+  eq(await new Promise((res) => bad.on('exit', res)), 2, 'a bad --reasoning-format exits 2');
+  assert(/reasoning-format/.test(err), 'names the flag');
 });
 
 test('auth: bearer keys, /health stays open', async () => {
