@@ -45,7 +45,7 @@ const config_setting config_settings[] = {
     { "chat-template", "--chat-template", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
       "chatml, llama3, llama2, mistral, gemma, phi3, zephyr (default: the model's)", "NAME" },
     { "reasoning-format", "--reasoning-format", NULL, CFG_STRING, 0, 0, "none|auto|deepseek", "auto", false,
-      "none leaves a model's thinking in the content; auto and deepseek return it as reasoning_content", NULL },
+      "none|auto|deepseek: none leaves a model's thinking in the content; auto and deepseek return it as reasoning_content", "FMT" },
     { "log-format", "--log-format", NULL, CFG_STRING, 0, 0, "text|json", "text", false,
       "access log lines on stderr", NULL },
     { "prompt-cache", "--prompt-cache", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
