@@ -5,6 +5,7 @@
  * invalid UTF-8, ids out of range). */
 #include "tests/test.h"
 #include "engine/text/tokenizer.h"
+#include "engine/text/pretok.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_write.h"
 
@@ -656,6 +657,107 @@ static void strip_rules(void) {
     tokenizer_free(plain);
 }
 
+/* Appends a piece and a '|' to the string ctx (512 bytes). */
+static void join_piece(void *ctx, const char *piece, size_t n) {
+    char *s = ctx;
+    size_t k = strlen(s);
+    if (k + n + 2 > 512) return;
+    memcpy(s + k, piece, n);
+    s[k + n] = '|';
+    s[k + n + 1] = 0;
+}
+
+/* Pre-tokenizers by name: every one compiles; each splits sample text as
+ * llama.cpp's regexes do (expected pieces checked against an independent
+ * regex engine running llama.cpp's own patterns); an unknown name is an
+ * error that names it and the known ones. */
+static void pretokenizers(void) {
+    static const char *const names[] = {
+        "default", "gpt-2", "llama-bpe", "llama3", "qwen2", "deepseek-llm", "deepseek-coder",
+        "deepseek-v3", "deepseek-r1-qwen", "falcon", "falcon3", "gpt-4o", "llama4", "tekken", "mpt",
+        "starcoder", "refact", "command-r", "smollm", "chatglm-bpe", "chatglm4", "glm4", "bloom",
+        "poro-chat", "poro", "gpt3-finnish", "viking", "jais", "chameleon", "exaone", "exaone4",
+        "seed-coder", "olmo", "dbrx", "smaug-bpe", "codeshell", "minerva-7b", "stablelm2",
+        "bailingmoe", "grok-2", "pixtral", "megrez", "phi-2",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        pretok p;
+        char err[256] = "";
+        CHECKF(pretok_known(names[i]) && pretok_init(&p, names[i], err, sizeof err) == 0,
+               "pre-tokenizer %s: %s", names[i], err);
+        pretok_free(&p);
+    }
+    static const struct { const char *name, *in, *want; } cases[] = {
+    {"default", "Hello, world!! 12345 x~y", "Hello|,| world|!!| |123|45| x|~|y"},
+    {"default", "a$b+c<d", "a|$|b|+|c|<|d"},
+    {"deepseek-llm", "Hello World\nnew line  ", "Hello| World|\n|new| line|  "},
+    {"deepseek-llm", "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E and \xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4 12345", "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E| and| |\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4| |12345"},
+    {"deepseek-llm", "\xCE\xA9K ok\xEF\xBC\x9F\xEF\xBC\x81", "\xCE\xA9|K| ok|\xEF\xBC\x9F\xEF\xBC\x81"},
+    {"deepseek-coder", "def f(x):\n    return x+1", "def| f|(|x|):|\n|   | return| x|+|1"},
+    {"deepseek-coder", "\xE4\xB8\xAD\xE6\x96\x87""abc123", "\xE4\xB8\xAD\xE6\x96\x87|abc|1|2|3"},
+    {"deepseek-v3", "1234567 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xB2\xE3\x82\x89\xE3\x81\x8C\xE3\x81\xAA", "123|456|7| |\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xB2\xE3\x82\x89\xE3\x81\x8C\xE3\x81\xAA"},
+    {"deepseek-v3", "(hello) ~~tilde ~x", "(hello|)| |~|~tilde| |~x"},
+    {"deepseek-v3", "don't stop.\n\n", "don|'t| stop|.\n\n"},
+    {"falcon", "Hello, world!! 1234567", "Hello|,| world|!!| |123|456|7"},
+    {"falcon", "a`b^c", "a|`|b|^|c"},
+    {"gpt-4o", "HelloWorld iPhone McDonald's", "Hello|World| i|Phone| Mc|Donald's"},
+    {"gpt-4o", "12345 x/\n\n", "123|45| x|/\n\n"},
+    {"tekken", "HelloWorld iPhone don't", "Hello|World| i|Phone| don|'t"},
+    {"tekken", "12345 x/\n\n", "1|2|3|4|5| x|/\n\n"},
+    {"mpt", "Hello world  123", "Hello| world| | 123"},
+    {"starcoder", "x1234 y", "x|1|2|3|4| y"},
+    {"starcoder", "foo(bar)", "foo|(|bar|)"},
+    {"refact", "a12b", "a|1|2|b"},
+    {"chatglm4", "Hello 12345 world", "Hello| |123|45| world"},
+    {"bloom", "Hello, world. How?Fine\xE2\x80\xA6 \xE3\x80\x82x", "Hello|,| world|.| How|?|Fine|\xE2\x80\xA6 \xE3\x80\x82|x"},
+    {"poro-chat", "a.b,c", "a|.|b|,|c"},
+    {"viking", "abc123 def", "abc|1|2|3| def"},
+    {"jais", "it's 42", "it|'s| 42"},
+    {"chameleon", "<sentinel:3>IMGIMGABZ x    y\t12!", "<|sentinel|:|3|>|IMGIMGABZ| x|    |y|\t|1|2|!"},
+    {"chameleon", "a  b", "a|  |b"},
+    {"exaone", "v2.0 ok", "v|2|.|0| ok"},
+    {"seed-coder", "x = 12;\r\n  y", "x| =| |1|2|;|\r\n| | y"},
+    {"seed-coder", "HELLO there", "HELLO| there"},
+    };
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pretok p;
+        char err[256], got[512] = "";
+        if (pretok_init(&p, cases[i].name, err, sizeof err)) { CHECKF(false, "%s", err); continue; }
+        pretok_split(&p, md, cases[i].in, strlen(cases[i].in), join_piece, got);
+        size_t n = strlen(got);
+        if (n) got[n - 1] = 0;          /* the last separator */
+        CHECKF(strcmp(got, cases[i].want) == 0, "%s: \"%s\" split as \"%s\", want \"%s\"",
+               cases[i].name, cases[i].in, got, cases[i].want);
+        pretok_free(&p);
+    }
+    pcre2_match_data_free(md);
+
+    char err[256];
+    pretok p;
+    CHECK(!pretok_known("no-such-pre") && pretok_init(&p, "no-such-pre", err, sizeof err) == -1);
+    CHECKF(strstr(err, "'no-such-pre'") && strstr(err, "known: default, gpt-2") && strstr(err, "deepseek-llm") &&
+           strlen(err) < sizeof err - 1 && strstr(err, "...)"), "unknown: %s", err);
+    /* through the loader, as a model file would meet it */
+    gguf_writer *w = gguf_writer_new();
+    int nv;
+    if (vocab_from_tokenizer_json(test_path("models/qwen3-tokenizer.json"), "no-such-pre", w, &nv, err, sizeof err) == 0) {
+        uint8_t *buf;
+        size_t size;
+        gguf_file g;
+        if (gguf_writer_to_buffer(w, &buf, &size, err, sizeof err) == 0) {
+            if (gguf_open_memory(buf, size, &g, err, sizeof err) == 0) {
+                tokenizer *t = tokenizer_load(&g, err, sizeof err);
+                CHECKF(!t && strstr(err, "unknown pre-tokenizer 'no-such-pre' (known: "), "load: %s", t ? "loaded" : err);
+                tokenizer_free(t);
+                gguf_close(&g);
+            }
+            free(buf);
+        }
+    }
+    gguf_writer_free(w);
+}
+
 int main(void) {
     tokenizer *spm = load_gguf(test_path("models/ggml-vocab-llama-spm.gguf"));
     tokenizer *gpt2 = load_gguf(test_path("models/ggml-vocab-gpt-2.gguf"));
@@ -669,7 +771,7 @@ int main(void) {
     vocab_vectors(llama3, "llama-bpe");
     vocab_vectors(qwen, "qwen2");
     /* vocabularies that come with their vectors (tokenizer-tests/) */
-    static const char *const more[] = {"mpt", "phi-3", "refact", "starcoder"};
+    static const char *const more[] = {"deepseek-llm", "mpt", "phi-3", "refact", "starcoder"};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
         char rel[256];
         snprintf(rel, sizeof rel, "models/tokenizer-tests/ggml-vocab-%s.gguf", more[i]);
@@ -681,6 +783,7 @@ int main(void) {
         tokenizer_free(t);
     }
     strip_rules();
+    pretokenizers();
     reference_prompts();
     import_matches_gguf(llama3, "fixtures/llama3-tiny-Q4_0.gguf", "llama3");
     import_matches_gguf(qwen, "fixtures/qwen3-tiny-Q4_K_M.gguf", "qwen3");

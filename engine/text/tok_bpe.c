@@ -1,6 +1,6 @@
 /* Byte-level BPE (tokenizer.ggml.model = gpt2). The text is first cut into
- * pre-tokens by the regexes named by tokenizer.ggml.pre (PCRE2, compiled
- * once per tokenizer). Each byte of a pre-token starts as the token of its
+ * pre-tokens by the pre-tokenizer named by tokenizer.ggml.pre (pretok.c).
+ * Each byte of a pre-token starts as the token of its
  * byte-level character, and the adjacent pair with the lowest merge rank is
  * merged until no pair is in the merge list. */
 #include <stdio.h>
@@ -9,76 +9,6 @@
 
 #include "engine/text/tok_internal.h"
 #include "engine/gguf/gguf.h"
-
-/* ---- the byte-level mapping ------------------------------------------
- * Printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves;
- * the other 68 bytes take the code points 256.. in byte order. */
-
-uint32_t bpe_byte_to_cp(unsigned b) {
-    if (b <= 0x20) return 256 + b;                  /* 33 of them */
-    if (b >= 0x7F && b <= 0xA0) return 289 + (b - 0x7F);  /* 34 */
-    if (b == 0xAD) return 323;
-    return b;
-}
-
-int bpe_cp_to_byte(uint32_t cp) {
-    if (cp < 256) return (cp <= 0x20 || (cp >= 0x7F && cp <= 0xA0) || cp == 0xAD) ? -1 : (int)cp;
-    if (cp <= 288) return (int)(cp - 256);
-    if (cp <= 322) return (int)(cp - 289 + 0x7F);
-    if (cp == 323) return 0xAD;
-    return -1;
-}
-
-/* UTF-8 of the byte-level character of b (1 or 2 bytes). */
-static int byte_char(unsigned b, char *out) {
-    uint32_t cp = bpe_byte_to_cp(b);
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
-}
-
-/* ---- pre-tokenizers ---------------------------------------------------- */
-
-#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-/* contractions in either case, a letter run with one leading non-letter,
- * numbers cut into groups (llama3: up to 3 digits; qwen2: single digits) */
-#define RE_CONTRACT "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-#define RE_LLAMA3 RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_QWEN2 RE_CONTRACT "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
-typedef struct {
-    const char *names;          /* '|'-separated tokenizer.ggml.pre values */
-    const char *re[2];
-    bool ignore_merges, add_bos;
-} pre_def;
-
-static const pre_def pre_defs[] = {
-    {"default|gpt-2|gpt2|mpt|olmo|phi-2", {RE_GPT2, NULL}, false, false},
-    {"llama3|llama-v3|llama-bpe|falcon3|pixtral", {RE_LLAMA3, NULL}, true, true},
-    {"smaug-bpe", {RE_LLAMA3, NULL}, false, false},
-    {"qwen2|deepseek-r1-qwen|megrez", {RE_QWEN2, NULL}, false, false},
-    /* digits split one by one first, then the GPT-2 rules on what is between */
-    {"smollm|starcoder|refact|command-r|codeshell|exaone|minerva", {"\\p{N}", RE_GPT2}, false, false},
-};
-
-static const pre_def *find_pre(const char *pre) {
-    size_t n = strlen(pre);
-    for (size_t i = 0; i < sizeof pre_defs / sizeof pre_defs[0]; i++) {
-        for (const char *p = pre_defs[i].names; *p;) {
-            const char *e = strchr(p, '|');
-            size_t len = e ? (size_t)(e - p) : strlen(p);
-            if (len == n && memcmp(p, pre, n) == 0) return &pre_defs[i];
-            p += len + (e != NULL);
-        }
-    }
-    return NULL;
-}
-
-bool bpe_pre_adds_bos(const char *pre) {
-    const pre_def *d = find_pre(pre);
-    return d && d->add_bos;
-}
 
 /* ---- merges ------------------------------------------------------------ */
 
@@ -153,33 +83,16 @@ static int load_merges(tokenizer *t, const gguf_file *g, char *err, size_t errle
 }
 
 int bpe_init(tokenizer *t, const gguf_file *g, const char *pre, char *err, size_t errlen) {
-    const pre_def *d = find_pre(pre);
-    if (!d) {
-        snprintf(err, errlen, "tokenizer: unknown pre-tokenizer '%s'", pre);
-        return -1;
-    }
-    t->ignore_merges = d->ignore_merges;
-    for (int i = 0; i < 2 && d->re[i]; i++) {
-        int code;
-        PCRE2_SIZE off;
-        t->re[i] = pcre2_compile((PCRE2_SPTR)d->re[i], PCRE2_ZERO_TERMINATED,
-                                 PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &off, NULL);
-        if (!t->re[i]) {
-            snprintf(err, errlen, "tokenizer: pre-tokenizer regex failed to compile (%d)", code);
-            return -1;
-        }
-        t->n_re = i + 1;
-        pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE);    /* the interpreter remains if JIT is absent */
-    }
+    if (pretok_init(&t->pre, pre, err, errlen)) return -1;
     for (int b = 0; b < 256; b++) {
         char c[2];
-        t->byte_sym[b] = tok_lookup(t, c, (size_t)byte_char((unsigned)b, c));
+        t->byte_sym[b] = tok_lookup(t, c, (size_t)tok_byte_char((unsigned)b, c));
     }
     return load_merges(t, g, err, errlen);
 }
 
 void bpe_free(tokenizer *t) {
-    for (int i = 0; i < t->n_re; i++) pcre2_code_free(t->re[i]);
+    pretok_free(&t->pre);
     free(t->merges);
 }
 
@@ -215,7 +128,7 @@ static void emit(bpe_state *st, int32_t id, unsigned char byte) {
         return;
     }
     char c[2];
-    int n = byte_char(byte, c);
+    int n = tok_byte_char(byte, c);
     for (int i = 0; i < n; i++) {
         int32_t one = tok_lookup(st->t, c + i, 1);
         if (one >= 0) tok_vec_push(st->out, one);
@@ -238,9 +151,9 @@ static void bpe_word(bpe_state *st, const unsigned char *s, size_t n) {
             return;
         }
     }
-    if (t->ignore_merges) {
+    if (t->pre.ignore_merges) {
         size_t k = 0;
-        for (size_t i = 0; i < n; i++) k += (size_t)byte_char(s[i], st->mapped + k);
+        for (size_t i = 0; i < n; i++) k += (size_t)tok_byte_char(s[i], st->mapped + k);
         int32_t id = tok_lookup(t, st->mapped, k);
         if (id >= 0) { tok_vec_push(st->out, id); return; }
     }
@@ -268,34 +181,15 @@ static void bpe_word(bpe_state *st, const unsigned char *s, size_t n) {
     for (int32_t i = 0; i >= 0; i = sym[i].next) emit(st, sym[i].id, s[i]);
 }
 
-/* Cut s by regex `level` into matches and the gaps between them (gaps are
- * kept: invalid UTF-8 matches nothing but must still be encoded); each piece
- * goes to the next regex, or to BPE after the last. */
-static void split(bpe_state *st, int level, const char *s, size_t len) {
-    if (len == 0) return;
-    if (level == st->t->n_re) {
-        bpe_word(st, (const unsigned char *)s, len);
-        return;
-    }
-    size_t done = 0;
-    while (done < len) {
-        int rc = pcre2_match(st->t->re[level], (PCRE2_SPTR)s, len, done, 0, st->md, NULL);
-        if (rc < 0) break;                      /* no match (or a match error): the rest is one gap */
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(st->md);
-        size_t b = ov[0], e = ov[1];
-        if (e <= b || e > len) break;           /* no pattern here matches empty */
-        if (b > done) split(st, level + 1, s + done, b - done);
-        split(st, level + 1, s + b, e - b);
-        done = e;
-    }
-    if (done < len) split(st, level + 1, s + done, len - done);
+static void bpe_piece(void *ctx, const char *s, size_t n) {
+    bpe_word(ctx, (const unsigned char *)s, n);
 }
 
 void bpe_encode(const tokenizer *t, const char *s, size_t len, tok_vec *out) {
     bpe_state st = {.t = t, .out = out};
     st.md = pcre2_match_data_create(1, NULL);
     if (!st.md) { out->oom = true; return; }
-    split(&st, 0, s, len);
+    pretok_split(&t->pre, st.md, s, len, bpe_piece, &st);
     pcre2_match_data_free(st.md);
     free(st.sym);
     free(st.mapped);

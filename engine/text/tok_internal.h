@@ -1,5 +1,6 @@
-/* Private to the tokenizer files: the vocabulary, its lookup tables and the
- * small helpers that the SentencePiece and BPE encoders share. */
+/* Private to the tokenizer files: the tokenizer's data (vocabulary, lookup
+ * tables, special tokens, the BPE merges and pre-tokenizer) and the entry
+ * points of the two encoders. */
 #ifndef HEARTH_TOK_INTERNAL_H
 #define HEARTH_TOK_INTERNAL_H
 
@@ -7,10 +8,9 @@
 #include <stdint.h>
 #include <stdbool.h>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "engine/text/tokenizer.h"
+#include "engine/text/tok_common.h"
+#include "engine/text/pretok.h"
 
 /* tokenizer.ggml.token_type values (as llama.cpp writes them). */
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
@@ -19,15 +19,6 @@ enum { TOK_SPM, TOK_BPE };
 
 /* A special token that eats the whitespace before (L) or after (R) it in raw text. */
 enum { TOK_LSTRIP = 1, TOK_RSTRIP = 2 };
-
-/* Growable id array used while encoding. */
-typedef struct {
-    int32_t *v;
-    size_t n, cap;
-    bool oom;           /* an allocation failed: the result is unusable */
-} tok_vec;
-
-void tok_vec_push(tok_vec *v, int32_t id);
 
 /* Text -> id, open addressing over the vocabulary's own strings. */
 typedef struct {
@@ -72,35 +63,11 @@ struct tokenizer {
     bpe_merge *merges;
     uint32_t merges_mask;
     int32_t byte_sym[256];      /* token of each byte's byte-level char */
-    pcre2_code *re[2];          /* pre-tokenizer, applied in turn */
-    int n_re;
-    bool ignore_merges;         /* a pre-token that is a whole token is kept */
+    pretok pre;                 /* the pre-tokenizer: regexes and rules */
 };
 
-int32_t tok_lookup(const tokenizer *t, const char *s, size_t len);
 static inline const char *tok_text(const tokenizer *t, int32_t id) { return t->text + t->text_off[id]; }
-
-/* Min-heap of candidate merges ordered by (key, left): used by both encoders. */
-typedef struct {
-    double key;
-    int32_t left, right;
-    int32_t check;              /* a value to detect a stale entry */
-} tok_cand;
-
-typedef struct {
-    tok_cand *v;
-    size_t n, cap;
-    bool oom;
-} tok_heap;
-
-void tok_heap_push(tok_heap *h, tok_cand c);
-bool tok_heap_pop(tok_heap *h, tok_cand *out);
-
-/* Length of the UTF-8 sequence led by byte c (1 for a stray byte). */
-static inline int tok_utf8_len(unsigned char c) {
-    static const uint8_t len[16] = {1,1,1,1,1,1,1,1,1,1,1,1,2,2,3,4};
-    return len[c >> 4];
-}
+static inline bool tok_valid_id(const tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab; }
 
 /* Encoders of one raw fragment (no special tokens inside). */
 void spm_encode(const tokenizer *t, const char *s, size_t len, bool space_prefix, tok_vec *out);
@@ -109,10 +76,5 @@ void bpe_encode(const tokenizer *t, const char *s, size_t len, tok_vec *out);
 /* BPE set-up: merges table and pre-tokenizer; 0 or -1 with err. */
 int bpe_init(tokenizer *t, const struct gguf_file *g, const char *pre, char *err, size_t errlen);
 void bpe_free(tokenizer *t);
-/* Byte-level mapping: the code point that stands for byte b, and back. */
-uint32_t bpe_byte_to_cp(unsigned b);
-int bpe_cp_to_byte(uint32_t cp);   /* -1 if cp stands for no byte */
-/* Whether pre names a pre-tokenizer that adds BOS by default (llama-bpe). */
-bool bpe_pre_adds_bos(const char *pre);
 
 #endif
