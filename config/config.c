@@ -16,7 +16,17 @@
  * range and default live here and nowhere else. */
 const config_setting config_settings[] = {
     { "model", "--model", "-m", CFG_PATH, 0, 0, NULL, NULL, false,
-      "GGUF model file (default: the built-in demo model)", NULL },
+      "GGUF model file; more than once to serve several (the first is the default; "
+      "default: the built-in demo model)", NULL },
+    { "models-dir", "--models-dir", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
+      "also serve every .gguf file in this folder, each loaded on first use", "DIR" },
+    { "max-loaded", "--max-loaded", NULL, CFG_INT, 0, 1024, NULL, "0", false,
+      "most models loaded at once, least recently used unloaded first (0: no limit)", NULL },
+    { "models-memory", "--models-memory", NULL, CFG_SIZE, 0, 0, NULL, "0", false,
+      "most bytes of loaded models (weights and KV), least recently used unloaded first (0: no limit)", NULL },
+    { "keep-alive", "--keep-alive", NULL, CFG_NUMBER, -1, 0, NULL, "-1", false,
+      "seconds a model other than the first stays loaded with nothing to do (-1: for ever; "
+      "a request's keep_alive overrides it for its model)", "SECONDS" },
     { "host", "--host", NULL, CFG_STRING, 0, 0, NULL, "127.0.0.1", false,
       "address to listen on", "ADDR" },
     { "port", "--port", NULL, CFG_INT, 0, 65535, NULL, "8080", false,
@@ -170,9 +180,25 @@ static int check_text(const config_setting *s, const char *v, const char *where,
     return 0;
 }
 
+/* Settings that may be given more than once in one layer (-m A -m B, or a
+ * JSON list in a file): their value is every occurrence, one per line. A
+ * higher layer still replaces a lower one's whole list. */
+static bool is_list(const config_setting *s) { return !strcmp(s->key, "model"); }
+
 static int set_value(config *c, const config_setting *s, const char *v, config_source src,
                      const char *origin) {
     struct config_value *cv = &c->values[s - config_settings];
+    if (is_list(s) && cv->value && cv->src == src) {
+        size_t a = strlen(cv->value), b = strlen(v);
+        char *joined = malloc(a + b + 2);
+        if (!joined) return -1;
+        memcpy(joined, cv->value, a);
+        joined[a] = '\n';
+        memcpy(joined + a + 1, v, b + 1);
+        free(cv->value);
+        cv->value = joined;
+        return 0;
+    }
     char *nv = strdup(v), *no = strdup(origin);
     if (!nv || !no) { free(nv); free(no); return -1; }
     free(cv->value);
@@ -254,6 +280,22 @@ static int load_file(config *c, const char *path, char *err, size_t errlen) {
         for (const cJSON *p = root->child; p != it; p = p->next)
             if (!strcmp(p->string, it->string)) { rc = fail(err, errlen, "%s: key '%s' appears twice", path, it->string); goto out; }
         if (cJSON_IsNull(it)) continue;   /* null: leave it to the default */
+        if (is_list(s) && cJSON_IsArray(it)) {   /* "model": ["a.gguf", "b.gguf"] */
+            for (const cJSON *x = it->child; x; x = x->next) {
+                char where[1100];
+                snprintf(where, sizeof where, "%s: key '%s'", path, s->key);
+                if (!cJSON_IsString(x)) { rc = fail(err, errlen, "%s wants a string or a list of strings", where); goto out; }
+                if ((rc = check_text(s, x->valuestring, where, err, errlen))) goto out;
+                char *resolved = resolve_path(x->valuestring, path);
+                if (!resolved || set_value(c, s, resolved, CFG_SRC_FILE, path)) {
+                    free(resolved);
+                    rc = fail(err, errlen, "out of memory");
+                    goto out;
+                }
+                free(resolved);
+            }
+            continue;
+        }
         char num[64];
         const char *v;
         double d = it->valuedouble;

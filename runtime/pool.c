@@ -49,6 +49,7 @@ struct hpool {
     _Atomic int64_t done;     /* blocks finished in this generation */
     _Atomic bool quit;
 
+    pthread_mutex_t callers;  /* several threads may run jobs (engines sharing the pool): one at a time */
     pthread_mutex_t mu;
     pthread_cond_t wake;      /* workers sleep here for a new generation */
     pthread_cond_t finished;  /* the caller sleeps here for `done` */
@@ -145,6 +146,7 @@ hpool *pool_create(int n_threads) {
     hpool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = n_threads;
+    pthread_mutex_init(&p->callers, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->finished, NULL);
@@ -175,6 +177,7 @@ void pool_destroy(hpool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->finished);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->callers);
     free(p->threads);
     free(p);
 }
@@ -190,6 +193,7 @@ void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain) {
             fn(ctx, b * grain, b * grain + grain < n ? b * grain + grain : n, 0);
         return;
     }
+    pthread_mutex_lock(&p->callers);
     if (nb > MAX_BLOCKS) {   /* the block count must fit its field of claim */
         grain = (n + MAX_BLOCKS - 1) / MAX_BLOCKS;
         nb = (n + grain - 1) / grain;
@@ -223,6 +227,7 @@ void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain) {
             break;
         }
     }
+    pthread_mutex_unlock(&p->callers);
 }
 
 /* ---- default thread count: physical cores -------------------------------- */

@@ -16,7 +16,9 @@ void pool_destroy(hpool *p);
 int pool_threads(const hpool *p);
 /* Split [0, n) into blocks of `grain` items (the last may be shorter) and
  * run them on all workers; returns when every block is done. p may be NULL
- * (runs inline). Not reentrant. */
+ * (runs inline). Callers on different threads take turns (engines may
+ * share one pool); a job must not call pool_run on the same pool (not
+ * reentrant). */
 void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain);
 /* Physical performance cores of this machine (default thread count). */
 int pool_default_threads(void);

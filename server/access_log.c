@@ -11,7 +11,7 @@ void access_log(void *ud, http_req *r) {
     server *s = ud;
     int status = http_status(r), n_prompt, n_gen;
     http_get_tokens(r, &n_prompt, &n_gen);
-    metrics_request(&s->metrics, http_route(r), status);
+    metrics_request(s->metrics, http_route(r), status);
     double ms = (double)(uv_hrtime() - http_start_ns(r)) / 1e6;
     char when[32];
     time_t now = time(NULL);

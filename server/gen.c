@@ -272,8 +272,8 @@ static void emit_text(gen *g, const char *text, size_t len, const job_event *ev)
 static void on_token(gen *g, const job_event *ev) {
     server *s = g->s;
     double t = srv_now_ms();
-    if (!g->any_token) metrics_observe(&s->metrics.ttft, (t - g->t0) / 1e3);
-    else metrics_observe(&s->metrics.itl, (t - g->t_last) / 1e3);
+    if (!g->any_token) metrics_observe(&s->metrics->ttft, (t - g->t0) / 1e3);
+    else metrics_observe(&s->metrics->itl, (t - g->t_last) / 1e3);
     g->any_token = true;
     g->t_last = t;
     g->n_gen = ev->n_generated;
@@ -299,10 +299,10 @@ static void on_done(gen *g, const job_event *ev, const char *stop_word) {
     g->t_prompt_ms = ev->t_prompt_ms;
     g->t_gen_ms = ev->t_gen_ms;
     if (stop_word) g->stop_word = strdup(stop_word);
-    s->metrics.prompt_tokens += (uint64_t)ev->n_prompt;
-    s->metrics.generated_tokens += (uint64_t)ev->n_generated;
-    s->metrics.cached_tokens += (uint64_t)ev->n_cached;
-    metrics_observe(&s->metrics.duration, (srv_now_ms() - g->t0) / 1e3);
+    s->metrics->prompt_tokens += (uint64_t)ev->n_prompt;
+    s->metrics->generated_tokens += (uint64_t)ev->n_generated;
+    s->metrics->cached_tokens += (uint64_t)ev->n_cached;
+    metrics_observe(&s->metrics->duration, (srv_now_ms() - g->t0) / 1e3);
     if (!g->req) return;
     http_set_tokens(g->req, g->n_prompt, g->n_gen);
     bool normal = ev->finish == FINISH_STOP || ev->finish == FINISH_LENGTH || ev->finish == FINISH_TIMEOUT ||

@@ -4,6 +4,8 @@
 #include "server/routes.h"
 #include "server/errors.h"
 #include "server/utf8.h"
+#include "server/model_set.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,7 @@ typedef struct route {
     route_fn fn;
     const char *name;         /* the endpoint label in metrics and logs */
     bool open;                /* served without an API key */
-    bool needs_model;         /* 503 while the model loads */
+    bool needs_model;         /* runs on the model it names (else the default), once loaded */
 } route;
 
 static const route routes[] = {
@@ -89,6 +91,51 @@ static bool auth_ok(const server *s, const http_req *r) {
     return ok;
 }
 
+/* ollama's keep_alive: seconds as a number, or "30s", "5m", "1h"; < 0 for ever. */
+static bool parse_keep_alive(const cJSON *v, double *out) {
+    if (cJSON_IsNumber(v)) { *out = v->valuedouble; return isfinite(*out); }
+    if (!cJSON_IsString(v)) return false;
+    char *end;
+    double x = strtod(v->valuestring, &end);
+    if (end == v->valuestring || !isfinite(x)) return false;
+    double unit = !*end ? 1 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60 : !strcmp(end, "h") ? 3600 : 0;
+    if (!unit) return false;
+    *out = x * unit;
+    return true;
+}
+
+/* The model a request names ("model"; else the default) answers it: now,
+ * or once it is loaded. Takes body. */
+static void dispatch(server *s, const route *rt, http_req *r, cJSON *body) {
+    model_set *set = s->set;
+    model_entry *e = model_set_default(set);
+    const cJSON *name = body ? cJSON_GetObjectItemCaseSensitive(body, "model") : NULL;
+    if (cJSON_IsString(name) && *name->valuestring) {
+        model_entry *named = model_set_find(set, name->valuestring);
+        if (!named && rt->needs_model) {
+            respond_error(r, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves %s",
+                          name->valuestring, model_set_names(set));
+            cJSON_Delete(body);
+            return;
+        }
+        if (named) e = named;
+    }
+    if (!rt->needs_model) {
+        rt->fn(&e->s, r, body);
+        cJSON_Delete(body);
+        return;
+    }
+    const cJSON *ka = body ? cJSON_GetObjectItemCaseSensitive(body, "keep_alive") : NULL;
+    double keep_alive = -1;
+    if (ka && !cJSON_IsNull(ka) && !parse_keep_alive(ka, &keep_alive)) {
+        respond_error(r, 400, "keep_alive", "invalid_value",
+                      "'keep_alive' must be seconds, or a duration such as \"30s\", \"5m\" or \"1h\" (negative: for ever)");
+        cJSON_Delete(body);
+        return;
+    }
+    model_set_dispatch(set, e, rt->fn, r, body, keep_alive < 0 ? -1 : keep_alive, ka && !cJSON_IsNull(ka));
+}
+
 void route_request(void *ud, http_req *r) {
     server *s = ud;
     const char *m = http_method(r), *path = http_path(r);
@@ -126,10 +173,6 @@ void route_request(void *ud, http_req *r) {
         respond_error(r, 503, NULL, "shutting_down", "The server is shutting down");
         return;
     }
-    if (rt->needs_model && !s->engine) {
-        respond_error(r, 503, NULL, "loading", "Loading model");
-        return;
-    }
     cJSON *body = NULL;
     if (!strcmp(m, "POST")) {
         size_t len;
@@ -151,6 +194,5 @@ void route_request(void *ud, http_req *r) {
             return;
         }
     }
-    rt->fn(s, r, body);
-    cJSON_Delete(body);
+    dispatch(s, rt, r, body);
 }

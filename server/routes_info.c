@@ -4,6 +4,7 @@
 #include "server/errors.h"
 #include "server/fmt.h"
 #include "server/gen.h"
+#include "server/model_set.h"
 #include "server/request_json.h"
 #include "engine/text/chat_template.h"
 #include <stdlib.h>
@@ -31,27 +32,39 @@ static cJSON *model_object(const server *s) {
     return m;
 }
 
+/* A served model with its state ("loaded", "loading", "unloaded", "unloading"). */
+static cJSON *entry_object(const model_entry *e) {
+    cJSON *m = model_object(&e->s);
+    cJSON *st = cJSON_AddObjectToObject(m, "status");
+    cJSON_AddStringToObject(st, "value", model_state_name(e->state));
+    if (e->last_error[0]) cJSON_AddStringToObject(st, "error", e->last_error);
+    return m;
+}
+
 void route_models(server *s, http_req *r, const cJSON *body) {
     (void)body;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "data"), model_object(s));
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    for (int i = 0; i < s->set->n; i++) cJSON_AddItemToArray(data, entry_object(&s->set->e[i]));
     respond_json(r, 200, o);
 }
 
 void route_model(server *s, http_req *r, const cJSON *body) {
     (void)body;
     const char *id = http_path(r) + strlen(strncmp(http_path(r), "/v1/", 4) ? "/models/" : "/v1/models/");
-    if (!model_name_matches(s, id)) {
-        respond_error(r, 404, "model", "model_not_found", "The model '%.200s' does not exist", id);
+    const model_entry *e = model_set_find(s->set, id);
+    if (!e) {
+        respond_error(r, 404, "model", "model_not_found", "The model '%.200s' does not exist; this server serves %s",
+                      id, model_set_names(s->set));
         return;
     }
-    respond_json(r, 200, model_object(s));
+    respond_json(r, 200, entry_object(e));
 }
 
 void route_health(server *s, http_req *r, const cJSON *body) {
     (void)body;
-    if (!s->engine) {
+    if (!s->set->started_once) {   /* the default model is not in yet */
         respond_error(r, 503, NULL, "loading", "Loading model");
         return;
     }
@@ -107,7 +120,7 @@ void route_metrics(server *s, http_req *r, const cJSON *body) {
     prompt_cache_stats pc;
     engine_get_stats(s->engine, &es);
     bool have_pc = engine_cache_stats(s->engine, &pc) == 0;
-    char *text = metrics_render(&s->metrics, &es, have_pc ? &pc : NULL, http_active(s->http));
+    char *text = metrics_render(s->metrics, &es, have_pc ? &pc : NULL, http_active(s->http));
     if (!text) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
     http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
     free(text);

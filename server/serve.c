@@ -6,6 +6,7 @@
 #include "config/config.h"
 #include "server/access_log.h"
 #include "server/gen.h"
+#include "server/model_set.h"
 #include "engine/text/chat_template.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
@@ -26,16 +27,13 @@
 #define SHUTDOWN_GRACE_MS 5000   /* answers still going out get this long */
 
 typedef struct serve_state {
-    server s;
+    server s;                 /* the server: options, loop, HTTP, metrics; s.set its models */
+    metrics metrics;
+    model_set set;
+    hpool *pool;              /* every model's engine runs on it */
     uv_loop_t loop;
     uv_signal_t sigint, sigterm;
-    uv_async_t loaded;
-    uv_timer_t progress, drain;
-    pthread_t loader;
-    bool loading;
-    model *m;                 /* from the loader thread */
-    char load_err[512];
-    double t_load;
+    uv_timer_t drain;
     int exit_code;
     double t_stop;
     bool finished;
@@ -58,6 +56,10 @@ static void usage(void) {
  * integer an int, a number a double, a size a uint64_t, a switch a bool. */
 static const struct binding { const char *key; size_t off; } bindings[] = {
     { "model", offsetof(server_opts, model_path) },
+    { "models-dir", offsetof(server_opts, models_dir) },
+    { "max-loaded", offsetof(server_opts, max_loaded) },
+    { "models-memory", offsetof(server_opts, models_memory) },
+    { "keep-alive", offsetof(server_opts, keep_alive_s) },
     { "host", offsetof(server_opts, host) },
     { "port", offsetof(server_opts, port) },
     { "parallel", offsetof(server_opts, n_parallel) },
@@ -172,84 +174,12 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
     return -1;
 }
 
-/* ---- loading ------------------------------------------------------------------ */
-static void *loader_main(void *arg) {
-    serve_state *st = arg;
-    st->m = model_load(st->s.o.model_path, st->load_err, sizeof st->load_err);
-    uv_async_send(&st->loaded);
-    return NULL;
-}
-
-static void on_progress(uv_timer_t *t) {
-    serve_state *st = t->data;
-    fprintf(stderr, "\rhearth: loading %s ... %.1f s", st->s.model_file, (srv_now_ms() - st->t_load) / 1e3);
-}
-
 static void begin_shutdown(serve_state *st);
 
-static bool has_token(void *tok, const char *text) { return tokenizer_find(tok, text) >= 0; }
-
-static int start_engine(serve_state *st) {
-    server *s = &st->s;
-    model *m = st->m;
-    s->model = m;
-    s->n_ctx = s->o.n_ctx < m->p.n_ctx_train ? s->o.n_ctx : m->p.n_ctx_train;
-    if (s->n_ctx < s->o.n_ctx)
-        fprintf(stderr, "hearth: --ctx-size %d is more than the model was trained for: using %d per slot\n",
-                s->o.n_ctx, s->n_ctx);
-    if (s->o.chat_template) {
-        s->tpl = chat_template_from_name(s->o.chat_template);
-    } else {
-        s->tpl = chat_template_detect(m->chat_template);
-        if (s->tpl < 0) {
-            fprintf(stderr, "hearth: warning: %s; chat requests use chatml (--chat-template picks another)\n",
-                    m->chat_template ? "the model's chat template is not one hearth knows" : "the model has no chat template");
-            s->tpl = 0;
-        }
-    }
-    s->tool_fmt = tool_format_detect(s->o.chat_template ? NULL : m->chat_template, has_token, m->tok);
-    engine_config c;
-    engine_config_default(&c);
-    c.n_slots = s->o.n_parallel;
-    c.n_ctx = s->n_ctx;
-    c.n_batch = s->o.n_batch;
-    c.n_batch_decoding = s->o.n_batch_decoding;
-    c.n_threads = s->o.n_threads;
-    c.queue_max = s->o.queue_max;
-    c.prompt_cache_bytes = s->o.prompt_cache_bytes;
-    char pc_path[1024];
-    if (!s->o.prompt_cache) c.prompt_cache = prompt_cache_default_path(pc_path, sizeof pc_path) ? NULL : pc_path;
-    else c.prompt_cache = strcmp(s->o.prompt_cache, "off") ? s->o.prompt_cache : NULL;
-    char err[512];
-    s->engine = engine_create(m, &c, err, sizeof err);
-    if (!s->engine) { fprintf(stderr, "hearth: %s\n", err); return -1; }
-    engine_stats es;
-    engine_get_stats(s->engine, &es);
-    fprintf(stderr, "hearth: model %s loaded (%s, %.1f MiB) in %.1f s; %d slots x %d tokens, KV %.1f MiB; "
-            "chat template %s; prompt cache %s\n",
-            m->name ? m->name : s->model_file, model_arch_name(m->p.arch), m->weight_bytes / 1048576.0,
-            (srv_now_ms() - st->t_load) / 1e3, s->o.n_parallel, s->n_ctx, es.kv_bytes / 1048576.0,
-            chat_template_name(s->tpl), c.prompt_cache ? c.prompt_cache : "off");
-    return 0;
-}
-
-static void on_loaded(uv_async_t *a) {
-    serve_state *st = a->data;
-    pthread_join(st->loader, NULL);
-    st->loading = false;
-    uv_close((uv_handle_t *)&st->loaded, NULL);
-    if (uv_is_active((uv_handle_t *)&st->progress)) { uv_timer_stop(&st->progress); fputc('\n', stderr); }
-    if (!st->m) {
-        fprintf(stderr, "hearth: %s\n", st->load_err);
-        st->exit_code = 1;
-        begin_shutdown(st);
-        return;
-    }
-    if (st->s.stopping) return;   /* the drain timer frees the model */
-    if (start_engine(st)) {
-        st->exit_code = 1;
-        begin_shutdown(st);
-    }
+static void on_fatal(void *ud) {   /* the default model did not load at start */
+    serve_state *st = ud;
+    st->exit_code = 1;
+    begin_shutdown(st);
 }
 
 /* ---- stopping --------------------------------------------------------------------- */
@@ -260,9 +190,8 @@ static void finish(serve_state *st) {
     uv_timer_stop(&st->drain);
     http_close(s->http);
     s->http = NULL;
-    gen_events_close(s);
+    model_set_close(&st->set);
     uv_close((uv_handle_t *)&st->drain, NULL);
-    uv_close((uv_handle_t *)&st->progress, NULL);
     uv_close((uv_handle_t *)&st->sigint, NULL);
     uv_close((uv_handle_t *)&st->sigterm, NULL);
 }
@@ -270,7 +199,7 @@ static void finish(serve_state *st) {
 /* Waits for the last answers to go out (and for a model still loading). */
 static void on_drain(uv_timer_t *t) {
     serve_state *st = t->data;
-    if (st->loading) return;
+    if (model_set_busy(&st->set)) return;
     bool late = srv_now_ms() - st->t_stop > SHUTDOWN_GRACE_MS;
     if (http_active(st->s.http) > 0 && !late) return;
     finish(st);
@@ -283,17 +212,13 @@ static void begin_shutdown(serve_state *st) {
     st->t_stop = srv_now_ms();
     fprintf(stderr, "hearth: shutting down\n");
     http_stop_accepting(s->http);
-    if (s->engine) {
-        engine_destroy(s->engine);   /* every job gets its DONE (shutdown) */
-        gen_events_drain(s);         /* ... and every answer its end */
-        s->engine = NULL;
-    }
+    if (s->set) model_set_shutdown(s->set);   /* every job gets its DONE, every answer its end */
     uv_timer_start(&st->drain, on_drain, 0, 20);
 }
 
 static void on_signal(uv_signal_t *sig, int signum) {
     serve_state *st = sig->data;
-    if (st->s.stopping && !st->loading) {   /* a second signal: do not wait */
+    if (st->s.stopping && !model_set_busy(&st->set)) {   /* a second signal: do not wait */
         fprintf(stderr, "hearth: signal %d again: closing now\n", signum);
         finish(st);
         return;
@@ -309,7 +234,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = parse_flags(st, argc, argv);
     if (rc >= 0) goto out;
     rc = 1;
-    if (!s->o.model_path) {
+    if (!s->o.model_path && !s->o.models_dir) {
         char err[512];
         if (demo_model_path(st->demo_path, sizeof st->demo_path, err, sizeof err)) {
             fprintf(stderr, "hearth: %s\n", err);
@@ -319,29 +244,32 @@ int cmd_serve(int argc, char **argv) {
                         "it produces nonsense)\n");
         s->o.model_path = st->demo_path;
     }
-    const char *base = strrchr(s->o.model_path, '/');
-    s->model_file = strdup(base ? base + 1 : s->o.model_path);
-    s->model_id = s->o.alias ? strdup(s->o.alias) : strdup(s->model_file);
-    if (!s->model_file || !s->model_id) goto out;
-    size_t n = strlen(s->model_id);
-    if (!s->o.alias && n > 5 && !strcmp(s->model_id + n - 5, ".gguf")) s->model_id[n - 5] = 0;
     s->created = (long)time(NULL);
-    metrics_init(&s->metrics);
+    metrics_init(&st->metrics);
+    s->metrics = &st->metrics;
     signal(SIGPIPE, SIG_IGN);
 
     if (uv_loop_init(&st->loop)) goto out;
     s->loop = &st->loop;
-    if (gen_events_init(s)) { fprintf(stderr, "hearth serve: cannot set up the event queue\n"); goto loop_out; }
     http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = (size_t)s->o.max_body,
                        .timeout_s = (unsigned)s->o.timeout_s, .cors_origin = s->o.cors_origin,
                        .handler = route_request, .done = access_log, .ud = s };
-    char err[512];
+    char err[512] = "";
     s->http = http_start(&st->loop, &hc, err, sizeof err);
     if (!s->http) {
         fprintf(stderr, "hearth: %s\n", err);
-        gen_events_close(s);
         goto loop_out;
     }
+    kernels_select();
+    st->pool = pool_create(s->o.n_threads);
+    if (!st->pool || model_set_init(&st->set, s, st->pool, err, sizeof err)) {
+        fprintf(stderr, "hearth: %s\n", *err ? err : "out of memory");
+        http_close(s->http);
+        goto loop_out;
+    }
+    s->set = &st->set;
+    st->set.on_fatal = on_fatal;
+    st->set.ud = st;
     bool v6 = strchr(s->o.host, ':') != NULL;
     fprintf(stderr, "hearth: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->o.host, v6 ? "]" : "", http_port(s->http));
 
@@ -351,36 +279,22 @@ int cmd_serve(int argc, char **argv) {
     uv_signal_start(&st->sigint, on_signal, SIGINT);
     uv_signal_start(&st->sigterm, on_signal, SIGTERM);
     uv_timer_init(&st->loop, &st->drain);
-    uv_timer_init(&st->loop, &st->progress);
-    st->drain.data = st->progress.data = st;
-    uv_async_init(&st->loop, &st->loaded, on_loaded);
-    st->loaded.data = st;
-
-    kernels_select();
-    st->t_load = srv_now_ms();
-    st->loading = true;
-    if (pthread_create(&st->loader, NULL, loader_main, st)) {
-        fprintf(stderr, "hearth: cannot start the loader thread\n");
-        st->loading = false;
-        uv_close((uv_handle_t *)&st->loaded, NULL);
+    st->drain.data = st;
+    if (model_set_start(&st->set)) {
+        fprintf(stderr, "hearth serve: cannot set up the event queues\n");
         st->exit_code = 1;
         begin_shutdown(st);
-    } else if (isatty(2)) {
-        uv_timer_start(&st->progress, on_progress, 250, 250);
     }
     uv_run(&st->loop, UV_RUN_DEFAULT);
     rc = st->exit_code;
-    if (s->engine) engine_destroy(s->engine);   /* not reached: shutdown destroys it */
-    if (s->model) model_free(s->model);
-    else if (st->m) model_free(st->m);
 loop_out:
     if (uv_loop_close(&st->loop) == UV_EBUSY) {
         uv_run(&st->loop, UV_RUN_DEFAULT);
         uv_loop_close(&st->loop);
     }
+    model_set_free(&st->set);
+    pool_destroy(st->pool);
 out:
-    free(s->model_file);
-    free(s->model_id);
     free(s->o.api_keys);
     free(st->api_key_storage);
     config_free(&st->cfg);

@@ -13,7 +13,11 @@
 #include "server/metrics.h"
 
 typedef struct server_opts {
-    const char *model_path;   /* NULL: the demo model */
+    const char *model_path;   /* one path per line (-m given more than once); NULL: the demo model */
+    const char *models_dir;   /* every .gguf in it is served too */
+    int max_loaded;           /* 0: no limit */
+    uint64_t models_memory;   /* 0: no limit */
+    double keep_alive_s;      /* for models other than the first; < 0: for ever */
     const char *host;
     int port;
     int n_parallel, n_ctx, n_batch, n_batch_decoding, n_threads, queue_max;
@@ -38,6 +42,7 @@ typedef struct server_opts {
 
 typedef struct gen gen;
 struct ev_node;
+struct model_set;
 
 typedef struct server {
     server_opts o;
@@ -51,8 +56,9 @@ typedef struct server {
     char *model_id;           /* the name /v1/models reports */
     char *model_file;         /* the file's base name */
     long created;             /* start time, for /v1/models */
-    metrics metrics;
+    metrics *metrics;         /* the server's, shared by every model */
     bool stopping;
+    struct model_set *set;    /* every model served, this one among them */
 
     /* engine events -> loop (filled on the engine thread) */
     pthread_mutex_t ev_mu;

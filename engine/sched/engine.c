@@ -591,7 +591,9 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     int S = e->cfg.n_slots, B = e->cfg.n_batch, V = m->p.n_vocab;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
-    e->pool = pool_create(e->cfg.n_threads);
+    /* a shared pool is the caller's; its size sets the arena's worker count */
+    e->pool = c->pool ? c->pool : pool_create(e->cfg.n_threads);
+    if (c->pool) e->cfg.n_threads = pool_threads(c->pool);
     if (kv_cache_init(&e->kv, m, S, e->cfg.n_ctx)) {
         snprintf(err, errlen, "cannot allocate the KV cache (%d slots x %d tokens)", S, e->cfg.n_ctx);
         goto fail;
@@ -642,7 +644,7 @@ fail:
     prompt_cache_close(e->pc);
     kv_cache_free(&e->kv);
     fwd_arena_free(e->arena);
-    pool_destroy(e->pool);
+    if (!c->pool) pool_destroy(e->pool);
     if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens);
     free(e->slots); free(e->published); free(e->logits); free(e->work);
     free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);
@@ -664,7 +666,7 @@ void engine_destroy(engine *e) {
     prompt_cache_close(e->pc);   /* writes what is queued, joins the writer */
     kv_cache_free(&e->kv);
     fwd_arena_free(e->arena);
-    pool_destroy(e->pool);
+    if (!e->cfg.pool) pool_destroy(e->pool);
     for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens);
     free(e->slots); free(e->published); free(e->logits); free(e->work);
     free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);

@@ -24,6 +24,8 @@ typedef struct engine_config {
                                * keeps inter-token latency near one decode step while
                                * a long prompt prefills alongside */
     int n_threads;            /* default: physical cores */
+    struct hpool *pool;       /* run on this pool (shared with other engines; not
+                               * owned), or NULL: the engine makes its own of n_threads */
     int queue_max;            /* waiting jobs, default 64 */
     const char *prompt_cache; /* sqlite path, or NULL / "off" */
     uint64_t prompt_cache_bytes;

@@ -1,0 +1,286 @@
+// Several models in one `hearth serve` (real servers on 127.0.0.1): two
+// fixtures served at once with interleaved streams (each equal to the same
+// request alone), /v1/models and its states, 404 naming the models, eviction
+// under --max-loaded 1 and the reload of an evicted model, keep_alive and
+// --keep-alive unloading idle models, --models-dir, a load that does not
+// stall another model's stream or /health, and RSS and file descriptors back
+// to their baseline after a load/unload loop.
+// Prints one line per test and "N passed, N failed".
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, readFileSync, readdirSync, copyFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const BIN = process.env.HEARTH_BIN;
+const SHARED = process.env.HEARTH_SHARED;
+if (!BIN || !SHARED) { console.error('HEARTH_BIN and HEARTH_SHARED must be set'); process.exit(1); }
+const STORIES = path.join(SHARED, 'models', 'stories260K.gguf');
+const QWEN2 = path.join(SHARED, 'fixtures', 'qwen2-tiny-Q8_0.gguf');
+const LLAMA3 = path.join(SHARED, 'fixtures', 'llama3-tiny-Q4_0.gguf');
+const TMP = mkdtempSync(path.join(tmpdir(), 'hearth-models-test-'));
+
+class AssertionError extends Error {}
+function assert(cond, msg) { if (!cond) throw new AssertionError(msg); }
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new AssertionError(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+const servers = new Set();
+process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); rmSync(TMP, { recursive: true, force: true }); });
+
+async function startServer(args) {
+  const proc = spawn(BIN, ['serve', '--port', '0', '-t', '1', '-np', '2', '--prompt-cache', 'off', ...args],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  const s = { proc, err: '', exited: null };
+  s.exitP = new Promise((res) => proc.on('exit', (code, sig) => { s.exited = { code, sig }; servers.delete(s); res(s.exited); }));
+  proc.stderr.on('data', (d) => { s.err += d; });
+  servers.add(s);
+  s.port = await waitFor(() => {
+    if (s.exited) throw new AssertionError(`server exited early: ${s.err}`);
+    const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+    return m && Number(m[1]);
+  }, 30000, 'the listening line');
+  s.base = `http://127.0.0.1:${s.port}`;
+  await waitFor(async () => { try { return (await fetch(s.base + '/health')).status === 200; } catch { return false; } },
+    60000, 'GET /health 200');
+  s.stop = async () => {
+    if (s.exited) return s.exited;
+    proc.kill('SIGINT');
+    const t = setTimeout(() => proc.kill('SIGKILL'), 30000);
+    const e = await s.exitP;
+    clearTimeout(t);
+    return e;
+  };
+  return s;
+}
+async function post(s, route, body) {
+  const r = await fetch(s.base + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, json: await r.json() };
+}
+async function states(s) {
+  const j = await (await fetch(s.base + '/v1/models')).json();
+  return Object.fromEntries(j.data.map((m) => [m.id, m.status.value]));
+}
+// a streamed completion: its text and the gaps between its chunks (ms)
+async function stream(s, body) {
+  const t0 = Date.now();
+  const r = await fetch(s.base + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ ...body, stream: true }) });
+  assert(r.status === 200, `stream status ${r.status}`);
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '', text = '', last = 0, gaps = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += dec.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n\n')) >= 0) {
+      const ev = buf.slice(0, nl); buf = buf.slice(nl + 2);
+      if (!ev.startsWith('data: ') || ev === 'data: [DONE]') continue;
+      const j = JSON.parse(ev.slice(6));
+      if (j.choices && j.choices[0]) {
+        const now = Date.now() - t0;
+        if (last) gaps.push(now - last);
+        last = now;
+        text += j.choices[0].text || '';
+      }
+    }
+  }
+  return { text, gaps };
+}
+function procStats(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const rss = Number(status.match(/VmRSS:\s+(\d+)/)[1]) * 1024;
+  return { rss, fds: readdirSync(`/proc/${pid}/fd`).length };
+}
+function mkmodel(name, args) {
+  const out = path.join(TMP, name);
+  return new Promise((res, rej) => {
+    const p = spawn(BIN, ['mkmodel', '-o', out, ...args], { stdio: 'ignore' });
+    p.on('exit', (c) => (c === 0 ? res(out) : rej(new AssertionError(`mkmodel exit ${c}`))));
+  });
+}
+
+const tests = [];
+const test = (name, fn) => tests.push({ name, fn });
+const greedy = { temperature: 0, max_tokens: 24 };
+
+test('two models at once: /v1/models lists both, requests pick, streams interleave', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2]);
+  try {
+    let st = await states(s);
+    assert(st.stories260K === 'loaded' && st['qwen2-tiny-Q8_0'] === 'unloaded', `states at start: ${JSON.stringify(st)}`);
+    const aloneA = await post(s, '/v1/completions', { model: 'stories260K', prompt: 'Once upon a time', ...greedy });
+    const aloneB = await post(s, '/v1/completions', { model: 'qwen2-tiny-Q8_0', prompt: 'Hello world', ...greedy });
+    assert(aloneA.status === 200 && aloneB.status === 200, `alone: ${aloneA.status} ${aloneB.status}`);
+    assert(aloneA.json.model === 'stories260K' && aloneB.json.model === 'qwen2-tiny-Q8_0', 'answers name their model');
+    st = await states(s);
+    assert(st.stories260K === 'loaded' && st['qwen2-tiny-Q8_0'] === 'loaded', `both loaded: ${JSON.stringify(st)}`);
+    const runs = await Promise.all([
+      stream(s, { model: 'stories260K', prompt: 'Once upon a time', ...greedy }),
+      stream(s, { model: 'qwen2-tiny-Q8_0', prompt: 'Hello world', ...greedy }),
+      stream(s, { model: 'stories260K', prompt: 'Once upon a time', ...greedy }),
+      stream(s, { model: 'qwen2-tiny-Q8_0', prompt: 'Hello world', ...greedy }),
+    ]);
+    assert(runs[0].text === aloneA.json.choices[0].text && runs[2].text === aloneA.json.choices[0].text,
+      `stories beside qwen2 != alone: ${JSON.stringify(runs[0].text)} vs ${JSON.stringify(aloneA.json.choices[0].text)}`);
+    assert(runs[1].text === aloneB.json.choices[0].text && runs[3].text === aloneB.json.choices[0].text, 'qwen2 beside stories != alone');
+    // the model field of /v1/chat/completions picks too, by GGUF name or file name
+    const byFile = await post(s, '/v1/chat/completions', { model: 'qwen2-tiny-Q8_0.gguf', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+    assert(byFile.status === 200 && byFile.json.model === 'qwen2-tiny-Q8_0', `by file name: ${byFile.status}`);
+    const one = await (await fetch(s.base + '/v1/models/qwen2-tiny-Q8_0')).json();
+    assert(one.id === 'qwen2-tiny-Q8_0' && one.status.value === 'loaded', `GET /v1/models/ID: ${JSON.stringify(one)}`);
+  } finally { assert((await s.stop()).code === 0, 'clean exit'); }
+});
+
+test('an unknown model is a 404 naming the available ones', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2]);
+  try {
+    const r = await post(s, '/v1/completions', { model: 'no-such-model', prompt: 'x', max_tokens: 2 });
+    assert(r.status === 404 && r.json.error.code === 'model_not_found', `status ${r.status}`);
+    assert(/stories260K/.test(r.json.error.message) && /qwen2-tiny-Q8_0/.test(r.json.error.message), r.json.error.message);
+    const g = await fetch(s.base + '/v1/models/no-such-model');
+    assert(g.status === 404, `GET status ${g.status}`);
+  } finally { await s.stop(); }
+});
+
+test('--max-loaded 1: a request for another model evicts the idle one; the evicted one reloads', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2, '-m', LLAMA3, '--max-loaded', '1']);
+  try {
+    const a1 = await post(s, '/v1/completions', { model: 'stories260K', prompt: 'Once', ...greedy });
+    const b = await post(s, '/v1/completions', { model: 'llama3-tiny-Q4_0', prompt: 'Hi', ...greedy });
+    assert(b.status === 200, `llama3: ${b.status}`);
+    let st = await states(s);
+    assert(st['llama3-tiny-Q4_0'] === 'loaded' && st.stories260K === 'unloaded' && st['qwen2-tiny-Q8_0'] === 'unloaded',
+      `after llama3: ${JSON.stringify(st)}`);
+    const a2 = await post(s, '/v1/completions', { model: 'stories260K', prompt: 'Once', ...greedy });
+    assert(a2.status === 200 && a2.json.choices[0].text === a1.json.choices[0].text, 'reloaded model answers the same');
+    st = await states(s);
+    assert(st.stories260K === 'loaded' && st['llama3-tiny-Q4_0'] === 'unloaded', `after reload: ${JSON.stringify(st)}`);
+    assert(/unloading model stories260K to make room for llama3-tiny-Q4_0/.test(s.err), 'the log names the eviction');
+  } finally { await s.stop(); }
+});
+
+test('--max-loaded 1 with a stream running: the other model waits for it, then loads', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2, '--max-loaded', '1', '-c', '2048']);
+  try {
+    const long = stream(s, { model: 'stories260K', prompt: 'Once upon a time', temperature: 0, max_tokens: 1500 });
+    await sleep(50);
+    const other = await post(s, '/v1/completions', { model: 'qwen2-tiny-Q8_0', prompt: 'Hi', ...greedy });
+    const l = await long;
+    assert(other.status === 200 && l.text.length > 100, `other ${other.status}, stream ${l.text.length} chars`);
+  } finally { await s.stop(); }
+});
+
+test('keep_alive 0 unloads a model once idle; --keep-alive unloads after its seconds', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2, '-m', LLAMA3, '--keep-alive', '1']);
+  try {
+    const r = await post(s, '/v1/completions', { model: 'qwen2-tiny-Q8_0', prompt: 'Hi', max_tokens: 2, keep_alive: 0 });
+    assert(r.status === 200, `status ${r.status}`);
+    await waitFor(async () => (await states(s))['qwen2-tiny-Q8_0'] === 'unloaded', 3000, 'keep_alive 0 to unload');
+    await post(s, '/v1/completions', { model: 'llama3-tiny-Q4_0', prompt: 'Hi', max_tokens: 2 });
+    assert((await states(s))['llama3-tiny-Q4_0'] === 'loaded', 'llama3 loaded');
+    await waitFor(async () => (await states(s))['llama3-tiny-Q4_0'] === 'unloaded', 4000, '--keep-alive 1 to unload');
+    assert((await states(s)).stories260K === 'loaded', 'the default model stays');
+    const bad = await post(s, '/v1/completions', { model: 'qwen2-tiny-Q8_0', prompt: 'Hi', keep_alive: 'soon' });
+    assert(bad.status === 400 && bad.json.error.param === 'keep_alive', `bad keep_alive: ${bad.status}`);
+    const ok = await post(s, '/v1/completions', { model: 'qwen2-tiny-Q8_0', prompt: 'Hi', max_tokens: 2, keep_alive: '5m' });
+    assert(ok.status === 200, `keep_alive 5m: ${ok.status}`);
+  } finally { await s.stop(); }
+});
+
+test('--models-dir serves every .gguf in the folder', async () => {
+  const dir = path.join(TMP, 'models');
+  mkdirSync(dir);
+  copyFileSync(STORIES, path.join(dir, 'a-stories.gguf'));
+  copyFileSync(QWEN2, path.join(dir, 'b-qwen2.gguf'));
+  const s = await startServer(['--models-dir', dir]);
+  try {
+    const ids = (await (await fetch(s.base + '/v1/models')).json()).data.map((m) => m.id);
+    assert(JSON.stringify(ids) === JSON.stringify(['a-stories', 'b-qwen2']), `ids ${ids}`);
+    const r = await post(s, '/v1/completions', { model: 'b-qwen2', prompt: 'Hi', max_tokens: 2 });
+    assert(r.status === 200, `status ${r.status}`);
+  } finally { await s.stop(); }
+});
+
+test('loading a model stalls neither another model\'s stream nor /health', async () => {
+  const big = await mkmodel('big.gguf', ['--arch', 'llama', '--embd', '2048', '--layers', '4', '--heads', '16', '--ff', '5632',
+    '--mix', 'Q8_0', '--vocab-gguf', STORIES, '--name', 'big']);
+  const s = await startServer(['-m', STORIES, '-m', big, '-c', '2048']);
+  try {
+    const run = stream(s, { model: 'stories260K', prompt: 'Once upon a time', temperature: 0, max_tokens: 1200 });
+    await sleep(30);
+    const t0 = Date.now();
+    const load = post(s, '/v1/completions', { model: 'big', prompt: 'Hi', max_tokens: 1 });
+    await waitFor(async () => (await states(s)).big === 'loading', 5000, 'big to be loading');
+    let worstHealth = 0;
+    while ((await states(s)).big === 'loading') {
+      const h0 = Date.now();
+      const h = await fetch(s.base + '/health');
+      worstHealth = Math.max(worstHealth, Date.now() - h0);
+      assert(h.status === 200, `health ${h.status} while loading`);
+      await sleep(20);
+    }
+    const loadMs = Date.now() - t0;
+    const l = await run;
+    assert((await load).status === 200, 'the big model answered');
+    const worstGap = Math.max(...l.gaps);
+    console.log(`  load ${loadMs} ms; worst /health ${worstHealth} ms; worst gap in the other model's stream ${worstGap} ms`);
+    assert(worstHealth < 250, `/health took ${worstHealth} ms during the load`);
+    assert(worstGap < 250, `the other stream stalled ${worstGap} ms`);
+  } finally { await s.stop(); }
+});
+
+test('a load/unload loop leaks neither memory nor file descriptors', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2, '-m', LLAMA3, '--max-loaded', '2']);
+  try {
+    const cycle = async () => {
+      for (const m of ['qwen2-tiny-Q8_0', 'llama3-tiny-Q4_0']) {
+        const r = await post(s, '/v1/completions', { model: m, prompt: 'Hi', max_tokens: 2 });
+        assert(r.status === 200, `${m}: ${r.status}`);
+      }
+    };
+    await cycle(); await cycle();
+    await waitFor(async () => Object.values(await states(s)).every((v) => v === 'loaded' || v === 'unloaded'), 5000, 'settled');
+    const base = procStats(s.proc.pid);
+    for (let i = 0; i < 10; i++) await cycle();
+    await waitFor(async () => Object.values(await states(s)).every((v) => v === 'loaded' || v === 'unloaded'), 5000, 'settled');
+    const after = procStats(s.proc.pid);
+    console.log(`  after 20 loads: RSS ${(base.rss / 1048576).toFixed(1)} -> ${(after.rss / 1048576).toFixed(1)} MiB, fds ${base.fds} -> ${after.fds}`);
+    assert(after.fds <= base.fds, `fds grew ${base.fds} -> ${after.fds}`);
+    assert(after.rss < base.rss + 16 * 1048576, `RSS grew ${base.rss} -> ${after.rss}`);
+  } finally { assert((await s.stop()).code === 0, 'clean exit'); }
+});
+
+test('a model that fails to load answers 500 and the server goes on', async () => {
+  const bad = path.join(TMP, 'bad.gguf');
+  copyFileSync(STORIES, bad);
+  const fd = await import('node:fs');
+  fd.truncateSync(bad, 1000);
+  const s = await startServer(['-m', STORIES, '-m', bad]);
+  try {
+    const r = await post(s, '/v1/completions', { model: 'bad', prompt: 'Hi', max_tokens: 2 });
+    assert(r.status === 500 && r.json.error.code === 'model_load_failed', `status ${r.status} ${JSON.stringify(r.json)}`);
+    const st = (await (await fetch(s.base + '/v1/models/bad')).json()).status;
+    assert(st.value === 'unloaded' && st.error, `status ${JSON.stringify(st)}`);
+    const ok = await post(s, '/v1/completions', { model: 'stories260K', prompt: 'Once', max_tokens: 2 });
+    assert(ok.status === 200, 'the other model still answers');
+  } finally { await s.stop(); }
+});
+
+let passed = 0, failed = 0;
+for (const t of tests) {
+  const t0 = Date.now();
+  try { await t.fn(); passed++; console.log(`ok   ${t.name} (${Date.now() - t0} ms)`); }
+  catch (e) { failed++; console.log(`FAIL ${t.name}: ${e.message}`); }
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
