@@ -211,6 +211,54 @@ static void test_synthetic(hpool *pool) {
     }
 }
 
+/* Logits of toks[at, n) fed in chunks of up to 64 at positions at.. into
+ * slot 0 of kv (the last row's into out). */
+static bool feed(const model *m, kv_cache *kv, fwd_arena *ar, const int32_t *toks, int at, int n, float *out,
+                 hpool *pool) {
+    int32_t pos[64], slot[64] = {0};
+    uint8_t want[64];
+    for (int done = at; done < n;) {
+        int c = n - done < 64 ? n - done : 64;
+        for (int i = 0; i < c; i++) { pos[i] = done + i; want[i] = done + i == n - 1; }
+        fwd_batch b = { c, toks + done, pos, slot, want };
+        if (forward(m, kv, ar, &b, out, pool)) return false;
+        done += c;
+    }
+    return true;
+}
+
+/* A sliding-window model's ring (window 8 + batch 64 positions): a slot
+ * continued where its ring still holds the window gives fresh prefill's
+ * logits bit for bit; continued where the ring has moved past the window,
+ * it does not (the control), and kv_can_resume says so. */
+static void check_window_ring(const model *m, hpool *pool) {
+    int V = m->p.n_vocab;
+    int32_t P[124], S[70];
+    for (int i = 0; i < 124; i++) P[i] = (i * 31 + 7) % V;
+    memcpy(S, P, 30 * sizeof *P);
+    for (int i = 30; i < 70; i++) S[i] = (i * 13 + 9) % V;
+    kv_cache ring, full;
+    CHECK(kv_cache_init_window(&ring, m, 1, 256, 64) == 0 && ring.ring == 72);
+    CHECK(kv_cache_init(&full, m, 1, 256) == 0 && full.ring == 0);
+    CHECK(kv_cache_bytes(&ring) < kv_cache_bytes(&full));
+    fwd_arena *ar = fwd_arena_new(m, 64, 256, pool_threads(pool));
+    float *fresh_p = malloc(sizeof(float) * V), *fresh_s = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V);
+    CHECK(feed(m, &full, ar, P, 0, 100, fresh_p, pool) && feed(m, &full, ar, S, 0, 70, fresh_s, pool));
+    CHECK(feed(m, &ring, ar, P, 0, 124, got, pool));
+    CHECK(kv_can_resume(&ring, 0, 124, 99) && !kv_can_resume(&ring, 0, 124, 30));
+    CHECK(feed(m, &ring, ar, P, 99, 100, got, pool));
+    CHECKF(!memcmp(got, fresh_p, sizeof(float) * V), "ring: continuing inside the window differs from fresh");
+    CHECK(feed(m, &ring, ar, P, 0, 124, got, pool));
+    CHECK(feed(m, &ring, ar, S, 30, 70, got, pool));
+    CHECKF(memcmp(got, fresh_s, sizeof(float) * V) != 0, "ring control: a lost window should change the logits");
+    CHECK(feed(m, &ring, ar, S, 0, 70, got, pool));
+    CHECKF(!memcmp(got, fresh_s, sizeof(float) * V), "ring: started over differs from fresh");
+    free(fresh_p); free(fresh_s); free(got);
+    fwd_arena_free(ar);
+    kv_cache_free(&ring);
+    kv_cache_free(&full);
+}
+
 /* The same invariants on the gemma3 and phi3 fixtures: 40 tokens cross
  * gemma3's sliding window of 8 several times, so a local layer's window
  * moves inside a chunk, across chunks and beside another slot. */
@@ -229,6 +277,7 @@ static void test_fixture_invariants(hpool *pool) {
                    m->p.swa_window, local);
         }
         check_invariants(m, files[i], pool);
+        if (i == 0) check_window_ring(m, pool);
         model_free(m);
     }
 }

@@ -10,12 +10,16 @@
  * - a read-only folder or a full disk turns the cache off, serving goes on;
  * - kill -9 during writes leaves a database that opens and answers;
  * - a changed model file gets no hits; two identical prompts at once are
- *   stored once; LRU eviction under a small cap; clear. */
+ *   stored once; LRU eviction under a small cap; clear;
+ * - the same invariants on a sliding-window model (the gemma3 fixture, its
+ *   local layers kept as rings), and a resident prefix whose window the
+ *   ring has moved past: started over from the store, still == fresh. */
 #include "tests/test.h"
 #include "engine/sched/engine.h"
 #include "engine/cache/block_codec.h"
 #include "engine/cache/prompt_cache.h"
 #include "engine/synth/synth_model.h"
+#include "engine/model/forward.h"
 #include "kernels/kernels.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -234,7 +238,10 @@ static void test_codec(void) {
 }
 
 /* ---- invariants through the engine ----------------------------------------------- */
-static void test_invariants(const model *m) {
+/* n_changed: tokens from position 50 on the control changes (a sliding-
+ * window model sees an early token through its global layers alone, which
+ * one token may not sway at greedy). */
+static void test_invariants(const model *m, int n_changed) {
     const char *db = tpath("inv.db");
     rm_db(db);
     run ref_p, ref_p2, ref_p3, ref_changed;
@@ -244,9 +251,9 @@ static void test_invariants(const model *m) {
     /* planted control: the output is sensitive to one token of the prefix */
     int32_t changed[100];
     memcpy(changed, P, sizeof P);
-    changed[50] = (changed[50] + 1) % m->p.n_vocab;
+    for (int i = 50; i < 50 + n_changed; i++) changed[i] = (changed[i] + 1) % m->p.n_vocab;
     fresh(m, changed, 100, &ref_changed);
-    CHECK(ref_p.n_tokens == N_GEN && !same(&ref_p, &ref_changed));
+    CHECKF(ref_p.n_tokens == N_GEN && !same(&ref_p, &ref_changed), "control: %d tokens, same %d", ref_p.n_tokens, same(&ref_p, &ref_changed));
 
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
     run r;
@@ -323,6 +330,34 @@ static void test_invariants(const model *m) {
     CHECKF(s.entries == 6, "after a clear and a run: %llu entries", (unsigned long long)s.entries);
     engine_destroy(e);
     run_destroy(&ref_p); run_destroy(&ref_p2); run_destroy(&ref_p3); run_destroy(&ref_changed);
+    rm_db(db);
+}
+
+/* A sliding-window model (window 8; the engine's ring holds 8 + 64
+ * positions): after P (100 prompt tokens and 24 generated), a prompt sharing
+ * only P's first 30 tokens cannot continue from the slot (its local layers
+ * no longer hold positions 22..29), so it starts over: from the store's
+ * first block when there is one, from nothing without a store. */
+static void test_window_resume(const model *m) {
+    const char *db = tpath("swa.db");
+    rm_db(db);
+    int32_t S[70];
+    memcpy(S, P, 30 * sizeof *P);
+    for (int i = 30; i < 70; i++) S[i] = (i * 13 + 9) % m->p.n_vocab;
+    run ref_s, r;
+    fresh(m, S, 70, &ref_s);
+    for (int with_store = 0; with_store < 2; with_store++) {
+        engine *e = make_engine(m, 1, 64, with_store ? db : NULL, 1 << 30);
+        gen(e, P, 100, &r);
+        gen(e, S, 70, &r);
+        CHECKF(r.n_cached == (with_store ? 16 : 0), "window resume (store %d): reused %d", with_store, r.n_cached);
+        CHECKF(same(&ref_s, &r), "window resume (store %d): differs from a fresh prefill", with_store);
+        /* and a prefix the ring still holds is reused as it is */
+        gen(e, S, 70, &r);
+        CHECKF(r.n_cached == 69 && same(&ref_s, &r), "window resume (store %d): resident reuse %d", with_store, r.n_cached);
+        engine_destroy(e);
+    }
+    run_destroy(&ref_s);
     rm_db(db);
 }
 
@@ -958,13 +993,26 @@ int main(void) {
         make_prompts(m->p.n_vocab);
         test_readonly(m);
         test_disk_full(m);
-        test_invariants(m);
+        test_invariants(m, 1);
         test_two_streams(m);
         test_engine_lru(m);
         test_collision(m);
         test_corrupt(m);
         model_free(m);
         test_changed_model();
+    }
+    char err[512];
+    const char *gemma = test_path("fixtures/gemma3-tiny-Q8_0.gguf");
+    m = access(gemma, R_OK) ? NULL : model_load(gemma, err, sizeof err);
+    if (!m) SKIP("fixtures/gemma3-tiny-Q8_0.gguf not loaded from %s", test_shared_dir());
+    if (m) {
+        make_prompts(m->p.n_vocab);
+        kv_cache kv;
+        CHECK(kv_cache_init_window(&kv, m, 1, 256, 64) == 0 && kv.ring == 72);   /* the engine's below */
+        kv_cache_free(&kv);
+        test_invariants(m, 4);
+        test_window_resume(m);
+        model_free(m);
     }
     unlink(mp);
     if (rmdir(tmpdir)) fprintf(stderr, "note: %s not empty: %s\n", tmpdir, strerror(errno));

@@ -217,6 +217,7 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
         for (int h = 0; h < p->n_head_kv; h++) {
             to_fp16(kv_k_head(kv, il, b->slot[i], h, b->pos[i]), k + h * hd, hd);
             to_fp16(kv_v_head(kv, il, b->slot[i], h, b->pos[i]), v + h * hd, hd);
+            kv_mirror(kv, il, b->slot[i], h, b->pos[i]);
         }
     }
     int group = p->n_head / p->n_head_kv;
@@ -241,7 +242,7 @@ static void layer_forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_
 }
 
 static int batch_valid(const model *m, const kv_cache *kv, const fwd_arena *a, const fwd_batch *b) {
-    if (b->n <= 0 || b->n > a->max_batch) return 0;
+    if (b->n <= 0 || b->n > a->max_batch || b->n > kv->max_batch) return 0;
     for (int i = 0; i < b->n; i++) {
         if (b->token[i] < 0 || b->token[i] >= m->p.n_vocab) return 0;
         if (b->slot[i] < 0 || b->slot[i] >= kv->n_slots) return 0;
@@ -257,6 +258,7 @@ int forward(const model *m, kv_cache *kv, fwd_arena *a, const fwd_batch *b,
     int E = p->n_embd;
     const float *factors = model_rope_factors(m, kv->n_ctx);
     for (int i = 0; i < b->n; i++) {
+        kv_note_write(kv, b->slot[i], b->pos[i]);
         kern_get_row(&m->tok_embd, b->token[i], a->x + (size_t)i * E);
         if (p->embd_scale != 1.0f) op_scale(a->x + (size_t)i * E, p->embd_scale, E);
         float *cs = a->rope + (size_t)i * p->n_rot;

@@ -312,6 +312,9 @@ static int slot_admit(engine *e, slot *sl) {
         return -1;
     }
     for (int i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
+    /* a sliding-window layer may no longer hold the window before the
+     * shared prefix's end: then start over (from the store, if it has it) */
+    if (!kv_can_resume(&e->kv, sl->id, sl->n_past, reuse)) reuse = 0;
     /* only now that nothing can fail: the restore overwrites resident KV */
     if (j->params.cache_prompt) reuse = slot_restore(e, sl, reuse);
     if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
@@ -594,7 +597,7 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     /* a shared pool is the caller's; its size sets the arena's worker count */
     e->pool = c->pool ? c->pool : pool_create(e->cfg.n_threads);
     if (c->pool) e->cfg.n_threads = pool_threads(c->pool);
-    if (kv_cache_init(&e->kv, m, S, e->cfg.n_ctx)) {
+    if (kv_cache_init_window(&e->kv, m, S, e->cfg.n_ctx, B)) {
         snprintf(err, errlen, "cannot allocate the KV cache (%d slots x %d tokens)", S, e->cfg.n_ctx);
         goto fail;
     }
@@ -629,6 +632,8 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
         prompt_cache_config pcc = { .path = e->cfg.prompt_cache, .n_layer = e->kv.n_layer, .kv_dim = e->kv.kv_dim,
                                     .block_tokens = e->block, .max_bytes = e->cfg.prompt_cache_bytes };
         prompt_cache_fingerprint(m, e->block, pcc.fingerprint);
+        /* longrope: the factors follow the context size, and the KV with them */
+        if (model_rope_factors(m, e->cfg.n_ctx) != model_rope_factors(m, 0)) pcc.fingerprint[15] ^= 0x80;
         block_key_root(pcc.fingerprint, &e->root);
         e->pc = prompt_cache_open(&pcc);   /* NULL: off; it said why on stderr */
     }

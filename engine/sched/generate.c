@@ -11,7 +11,7 @@ generator *gen_new(const model *m, int n_ctx, int max_batch, struct hpool *pool)
     g->pool = pool;
     g->max_batch = max_batch;
     int threads = pool ? pool_threads(pool) : 1;
-    if (kv_cache_init(&g->kv, m, 1, n_ctx)) goto fail;
+    if (kv_cache_init_window(&g->kv, m, 1, n_ctx, max_batch)) goto fail;
     g->arena = fwd_arena_new(m, max_batch, n_ctx, threads);
     g->logits = malloc((size_t)max_batch * m->p.n_vocab * sizeof(float));
     g->tok = malloc((size_t)max_batch * sizeof(int32_t));
