@@ -166,25 +166,6 @@ bool chat_messages_check_tools(const cJSON *msgs, api_error *e) {
     return true;
 }
 
-cJSON *chat_messages_for_template(const cJSON *msgs) {
-    cJSON *out = cJSON_Duplicate(msgs, true);
-    if (!out) return NULL;
-    cJSON *m;
-    cJSON_ArrayForEach(m, out) {
-        cJSON *c, *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
-        if (!cJSON_IsArray(calls)) continue;
-        cJSON_ArrayForEach(c, calls) {
-            cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
-            cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
-            if (!cJSON_IsString(args)) continue;
-            cJSON *v = cJSON_Parse(args->valuestring);
-            if (cJSON_IsObject(v)) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", v);
-            else cJSON_Delete(v);
-        }
-    }
-    return out;
-}
-
 /* ---- forced calls ------------------------------------------------------------------------ */
 /* {"type":"object","properties":{"name":{"const":N},"arguments":P},"required":["name","arguments"]} */
 static cJSON *one_call_schema(const cJSON *tool) {

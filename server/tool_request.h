@@ -32,12 +32,6 @@ void chat_tools_free(chat_tools *t);
  * tool_call_id (a string). false with e. */
 bool chat_messages_check_tools(const cJSON *messages, api_error *e);
 
-/* A copy of the messages for the template, with each tool call's arguments
- * parsed from their JSON string into an object: templates write them with
- * `| tojson` (Qwen, Llama 3, Hermes, Mistral), as transformers passes them.
- * Arguments that are not a JSON object are left as the string. NULL without memory. */
-cJSON *chat_messages_for_template(const cJSON *messages);
-
 /* The JSON schema of what a forced call must be: {"name": NAME, "arguments":
  * {...the tool's parameters}} for a named tool or any of them (required), a
  * non-empty list of those when parallel calls are allowed. NULL unless the
