@@ -362,11 +362,13 @@ static void step_start(tool_parser *p) {
 static void step_think(tool_parser *p) {
     static const char *const close[] = { "</think>", NULL };
     int w;
+    if (!p->think_begun && !(p->think_begun = tp_skip_ws(p))) return;   /* the reasoning is trimmed */
     size_t hold, at = tp_find_mark(p, p->pos, close, &w, &hold);
     size_t end = w >= 0 ? at : hold;
+    while (end > p->pos && tp_is_ws(p->buf[end - 1])) end--;   /* held until more text comes */
     tp_emit(p, TP_REASONING, p->buf + p->pos, end - p->pos);
     p->pos = end;
-    if (w >= 0) { p->pos += 8; p->m = M_AFTER_THINK; }
+    if (w >= 0) { p->pos = at + 8; p->m = M_AFTER_THINK; }
 }
 
 static void step_content_start(tool_parser *p) {
@@ -539,6 +541,7 @@ bool tool_parser_finish(tool_parser *p) {
     const char *r = p->buf + p->pos;
     switch (p->m) {
     case M_THINK:
+        while (rest && tp_is_ws(r[rest - 1])) rest--;
         tp_emit(p, TP_REASONING, r, rest);
         break;
     case M_START: case M_CONTENT_START: case M_TEXT: case M_H_TEXT: {

@@ -32,6 +32,7 @@ struct tool_parser {
     bool bare_ok;             /* a bare JSON call may still begin the content */
     bool in_array;            /* the objects are elements of a list of calls */
     bool oom;
+    bool think_begun;         /* reasoning text has begun (leading whitespace skipped) */
     bool call_open;           /* seg..pos is a call (or harmony header) not yet decided */
     int n_calls;
     /* the current call */

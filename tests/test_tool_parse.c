@@ -36,7 +36,7 @@ static const tcase cases[] = {
       "Let me check.", "", 2, {{ "a", "{\"x\":[1,2,{\"y\":null}]}", NULL }, { "b", "{\"q\":\"s\\\"t\"}", NULL }} },
     { "qwen3 think then call", TOOL_FMT_HERMES, true, true, false, false,
       "<think>\nThe user wants weather.\n</think>\n\n<tool_call>\n{\"name\": \"w\", \"arguments\": {}}\n</tool_call>",
-      "", "\nThe user wants weather.\n", 1, {{ "w", "{}", NULL }} },
+      "", "The user wants weather.", 1, {{ "w", "{}", NULL }} },
     { "think, reasoning off", TOOL_FMT_HERMES, false, false, false, false, "<think>a</think>b", "<think>a</think>b", "", 0, {{0}} },
     { "think opened by the prompt", TOOL_FMT_GENERIC, false, true, true, false, "I ponder.</think>\n\nThe answer is 4.",
       "The answer is 4.", "I ponder.", 0, {{0}} },
