@@ -58,6 +58,8 @@ const config_setting config_settings[] = {
       "none|auto|deepseek: none leaves a model's thinking in the content; auto and deepseek return it as reasoning_content", "FMT" },
     { "log-format", "--log-format", NULL, CFG_STRING, 0, 0, "text|json", "text", false,
       "access log lines on stderr", NULL },
+    { "backend", "--backend", NULL, CFG_STRING, 0, 0, "auto|cpu", "auto", false,
+      "what runs the model (auto: the best this build can run here)", NULL },
     { "prompt-cache", "--prompt-cache", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
       "prompt-state database, or off (default: in the user's cache folder)", "PATH|off" },
     { "prompt-cache-size", "--prompt-cache-size", NULL, CFG_SIZE, 0, 0, NULL, "4G", false,

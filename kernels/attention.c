@@ -1,6 +1,7 @@
 /* Attention per head: the scalar oracle and the dispatch (see attention.h). */
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "kernels/kern_table.h"
 #include <math.h>
 #include <string.h>
 
@@ -26,13 +27,6 @@ void attn_group_scalar(const float *q, int G, const fp16_t *k, const fp16_t *v, 
 }
 
 attn_group_fn attn_group_for(kern_path_id p) {
-#if defined(__x86_64__)
-    if (p == KPATH_AVX2) return attn_group_f16c;
-    if (p == KPATH_AVX512) return attn_group_avx512;
-#endif
-#if defined(__aarch64__)
-    if (p == KPATH_NEON) return attn_group_neon;
-#endif
-    (void)p;
-    return attn_group_scalar;
+    const kern_table *t = kern_table_of(p);
+    return t ? t->attention : attn_group_scalar;
 }

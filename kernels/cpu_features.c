@@ -4,6 +4,7 @@
  * one (when this CPU can run it), so two paths can be compared in one binary. */
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
+#include "kernels/kern_table.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -133,22 +134,13 @@ bool kernels_cpu_has_i8mm(void) { return get_caps()->i8mm; }
 #endif
 
 const kern_path *kern_path_get(kern_path_id id) {
-    switch (id) {
-    case KPATH_SCALAR: return &kern_path_scalar;
-#if defined(__x86_64__)
-    case KPATH_AVX2: return &kern_path_avx2;
-    case KPATH_AVX512: return &kern_path_avx512;
-#endif
-#if defined(__aarch64__)
-    case KPATH_NEON: return &kern_path_neon;
-#endif
-    default: return NULL;
-    }
+    const kern_table *t = kern_table_of(id);
+    return t ? t->matmul : NULL;
 }
 
-bool kernels_path_available(kern_path_id p) {
+/* The probe behind each table's available(). */
+bool kernels_cpu_can(kern_path_id p) {
     const cpu_caps *c = get_caps();
-    if (!kern_path_get(p)) return false;
     switch (p) {
     case KPATH_SCALAR: return true;
     case KPATH_AVX2: return c->avx2 && c->fma && c->f16c;
@@ -159,6 +151,8 @@ bool kernels_path_available(kern_path_id p) {
     default: return false;
     }
 }
+
+bool kernels_path_available(kern_path_id p) { return kern_table_get(p) != NULL; }
 
 const char *kernels_path_name(kern_path_id p) {
     static const char *names[KPATH_COUNT] = { "scalar", "avx2", "avx512", "neon" };

@@ -110,8 +110,10 @@ typedef struct kern_path {
      * run the scalar code on the original layout. */
     bool (*packs)(int type);
     /* y[m * n_out + n] for every m < M and n in [n0, n1); n0 is a multiple of
-     * KP_UNIT_ROWS. The weight is packed (or, for the scalar path, not). */
-    void (*rows)(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1);
+     * KP_UNIT_ROWS. The weight is packed (or, for the scalar path, not).
+     * worker: the pool worker running it (0 .. threads - 1), so a path can
+     * hand some workers one unit and the rest another. */
+    void (*rows)(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int worker);
     /* Optional: act_quantize_row for one row, bit-identical to it, plus the
      * half-block sums. NULL: the reference is used. */
     void (*quantize)(const float *x, act_q8 *q, int32_t *slo, int64_t n);
@@ -136,8 +138,10 @@ extern const kern_path kern_path_neon;
 bool kernels_cpu_has_i8mm(void);
 #endif
 
-/* The table for a path id, or NULL when this build has none. */
+/* The matmul part of a path's kernel table, or NULL when this build has none. */
 const kern_path *kern_path_get(kern_path_id id);
+/* What the CPU probe says of a path (kernels/cpu_features.c). */
+bool kernels_cpu_can(kern_path_id p);
 
 /* Pack w (from w->data) in a path's layout variants; NULL on allocation
  * failure or for a type or shape the layout does not take. */
@@ -184,7 +188,8 @@ static inline bool kp_packs_all(int type) {
  * FN(w, a, y, n0, n1, FMT) with FMT a constant, so an always-inline FN is
  * specialised once per format. */
 #define KP_DEFINE_ROWS(NAME, FN) \
-    static void NAME(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) { \
+    static void NAME(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int worker) { \
+        (void)worker; \
         switch (w->type) { \
         case FMT_Q4_0: FN(w, a, y, n0, n1, FMT_Q4_0); break; \
         case FMT_Q4_1: FN(w, a, y, n0, n1, FMT_Q4_1); break; \

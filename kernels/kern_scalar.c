@@ -5,7 +5,8 @@
 
 static bool scalar_packs(int type) { (void)type; return false; }
 
-static void scalar_rows(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1) {
+static void scalar_rows(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int worker) {
+    (void)worker;
     const format_info *f = format_get(w->type);
     int64_t K = a->n_in, N = w->n_out, nb = K / QK;
     /* m innermost: the weight row stays in cache for every activation row. */

@@ -1,7 +1,8 @@
-/* The kernel boundary: everything the engine asks of the CPU for one
- * forward step. The engine never sees which path (scalar, AVX2, AVX-512,
- * NEON, ...) runs; kernels_select() picks one from a hardware probe or
- * from HEARTH_KERNELS. */
+/* The kernel boundary: the matmul entry points, the weight type, and the
+ * choice of a CPU path. A path's kernels are one table (kern_table.h) that
+ * an executor takes per model; kernels_select() says which path a model
+ * loaded without an explicit choice gets (the hardware probe, or
+ * HEARTH_KERNELS). */
 #ifndef HEARTH_KERNELS_H
 #define HEARTH_KERNELS_H
 
@@ -47,12 +48,14 @@ void kern_matmul_n(int count, const hweight *const *ws, int M, const float *x, f
 /* Dequantize row `row` of a weight (embedding lookup). */
 void kern_get_row(const hweight *w, int64_t row, float *out);
 
-/* Repack a weight into the selected path's layout (may be a no-op).
- * Returns 0 or -1 on allocation failure. */
-int kern_prepare_weight(hweight *w);
+/* Repack a weight into the layout of a kernel table's path (may be a no-op:
+ * the path's packing rules say which formats it repacks). Returns 0 or -1 on
+ * allocation failure. */
+struct kern_table;
+int kern_prepare_weight(const struct kern_table *t, hweight *w);
 void kern_release_weight(hweight *w);
 
-/* Path selection. */
+/* Path selection: the default for models loaded after it. */
 typedef enum { KPATH_SCALAR = 0, KPATH_AVX2, KPATH_AVX512, KPATH_NEON, KPATH_COUNT } kern_path_id;
 /* Probe the CPU (honouring HEARTH_KERNELS); returns the selected path. */
 kern_path_id kernels_select(void);

@@ -8,6 +8,7 @@
  * on the path. */
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
+#include "kernels/kern_table.h"
 #include "runtime/pool.h"
 
 #include <stdio.h>
@@ -106,7 +107,6 @@ typedef struct {
 /* Global work items [begin, end) may span several weights: each gets its
  * own piece. */
 static void run_rows(void *ctx, int64_t begin, int64_t end, int worker) {
-    (void)worker;
     const rows_job *j = ctx;
     for (int i = 0; i < j->count; i++) {
         const mm_part *p = &j->part[i];
@@ -115,7 +115,7 @@ static void run_rows(void *ctx, int64_t begin, int64_t end, int worker) {
         if (b >= e) continue;
         int64_t n0 = (b - p->item0) * KP_UNIT_ROWS, n1 = (e - p->item0) * KP_UNIT_ROWS;
         if (n1 > p->w->n_out) n1 = p->w->n_out;
-        p->path->rows(p->w, &p->a, p->y, n0, n1);
+        p->path->rows(p->w, &p->a, p->y, n0, n1, worker);
     }
 }
 
@@ -677,10 +677,10 @@ static void release_source(const hweight *w) {
 #endif
 }
 
-int kern_prepare_weight(hweight *w) {
+int kern_prepare_weight(const kern_table *t, hweight *w) {
     if (w->packed) return 0;
-    kern_path_id id = kernels_current();
-    const kern_path *path = kern_path_get(id);
+    kern_path_id id = t->id;
+    const kern_path *path = t->matmul;
     if (!path || !path->packs(w->type)) return 0;
     kpack *p = kern_pack(w, path->q6_crumbs, path->pairs_interleaved);
     if (!p) {

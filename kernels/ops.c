@@ -2,7 +2,7 @@
  * float with explicit fmaf() so results do not depend on the compiler's
  * choice to contract a*b+c. */
 #include "kernels/ops.h"
-#include "kernels/kernels.h"
+#include "kernels/kern_table.h"
 #include "kernels/vec_exp.h"
 
 #include <math.h>
@@ -22,15 +22,8 @@ void op_rmsnorm(float *out, const float *x, const float *weight, int n, float ep
 }
 
 op_rmsnorm_fn op_rmsnorm_for(int kern_path) {
-#if defined(__x86_64__)
-    if (kern_path == KPATH_AVX512) return op_rmsnorm_avx512;
-    if (kern_path == KPATH_AVX2) return op_rmsnorm_avx2;
-#endif
-#if defined(__aarch64__)
-    if (kern_path == KPATH_NEON) return op_rmsnorm_neon;
-#endif
-    (void)kern_path;
-    return op_rmsnorm;
+    const kern_table *t = kern_table_of((kern_path_id)kern_path);
+    return t ? t->rmsnorm : op_rmsnorm;
 }
 
 /* The pair (i, n_rot/2 + i) or (2i, 2i+1) of each head turns by
@@ -63,15 +56,8 @@ void op_rope_apply(float *x, int n_heads, int head_dim, int n_rot, bool neox, co
 }
 
 op_rope_apply_fn op_rope_apply_for(int kern_path) {
-#if defined(__x86_64__)
-    if (kern_path == KPATH_AVX512) return op_rope_apply_avx512;
-    if (kern_path == KPATH_AVX2) return op_rope_apply_avx2;
-#endif
-#if defined(__aarch64__)
-    if (kern_path == KPATH_NEON) return op_rope_apply_neon;
-#endif
-    (void)kern_path;
-    return op_rope_apply;
+    const kern_table *t = kern_table_of((kern_path_id)kern_path);
+    return t ? t->rope : op_rope_apply;
 }
 
 void op_to_fp16(fp16_t *dst, const float *src, int n) {
@@ -79,15 +65,8 @@ void op_to_fp16(fp16_t *dst, const float *src, int n) {
 }
 
 op_to_fp16_fn op_to_fp16_for(int kern_path) {
-#if defined(__x86_64__)
-    if (kern_path == KPATH_AVX512) return op_to_fp16_avx512;
-    if (kern_path == KPATH_AVX2) return op_to_fp16_avx2;
-#endif
-#if defined(__aarch64__)
-    if (kern_path == KPATH_NEON) return op_to_fp16_neon;
-#endif
-    (void)kern_path;
-    return op_to_fp16;
+    const kern_table *t = kern_table_of((kern_path_id)kern_path);
+    return t ? t->to_fp16 : op_to_fp16;
 }
 
 /* In place, max-subtracted so exp never overflows. */
@@ -112,11 +91,8 @@ void op_swiglu(float *out, const float *gate, const float *up, int n) {
 }
 
 op_swiglu_fn op_swiglu_for(int kern_path) {
-#if defined(__x86_64__)
-    if (kern_path == KPATH_AVX512) return op_swiglu_avx512;
-#endif
-    (void)kern_path;
-    return op_swiglu;
+    const kern_table *t = kern_table_of((kern_path_id)kern_path);
+    return t ? t->glu[KERN_GLU_SILU] : op_swiglu;
 }
 
 /* exp(x) for x in [-87, 88] by vec_exp.h's steps (vexp4/8/16 with every
@@ -147,15 +123,8 @@ void op_geglu(float *out, const float *gate, const float *up, int n) {
 }
 
 op_swiglu_fn op_geglu_for(int kern_path) {
-#if defined(__x86_64__)
-    if (kern_path == KPATH_AVX512) return op_geglu_avx512;
-    if (kern_path == KPATH_AVX2) return op_geglu_avx2;
-#endif
-#if defined(__aarch64__)
-    if (kern_path == KPATH_NEON) return op_geglu_neon;
-#endif
-    (void)kern_path;
-    return op_geglu;
+    const kern_table *t = kern_table_of((kern_path_id)kern_path);
+    return t ? t->glu[KERN_GLU_GELU_TANH] : op_geglu;
 }
 
 void op_scale(float *x, float s, int n) {

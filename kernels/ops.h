@@ -1,5 +1,6 @@
 /* Non-matmul steps of the forward pass: the scalar versions, and for the
- * row steps the kernel path's vector versions (op_*_for). */
+ * row steps the kernel path's vector versions (op_*_for: an entry of the
+ * path's kernel table, kern_table.h, which an executor reads directly). */
 #ifndef HEARTH_OPS_H
 #define HEARTH_OPS_H
 

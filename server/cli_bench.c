@@ -132,11 +132,12 @@ static void usage(void) {
         "  -t, --threads N,...    thread counts (default 1 and the physical cores)\n"
         "  -b, --batch-size N     prefill chunk (default 512)\n"
         "  --kernels P,...        kernel paths to compare, e.g. avx512,scalar (default: the probed one)\n"
+        "  --backend auto|cpu     what runs the model (default auto: the best here)\n"
         "  --bw-mib N             buffer for the bandwidth read, MiB (default 1024)\n");
 }
 
 int cmd_bench(int argc, char **argv) {
-    const char *model_path = NULL, *kernels_arg = NULL, *v;
+    const char *model_path = NULL, *kernels_arg = NULL, *backend_name = "auto", *v;
     int pp[MAX_LIST] = {512}, tg[MAX_LIST] = {128}, th[MAX_LIST], n_pp = 1, n_tg = 1, n_th = 0;
     int reps = 5, batch = 512, bw_mib = 1024;
     for (int i = 1; i < argc; i++) {
@@ -149,6 +150,7 @@ int cmd_bench(int argc, char **argv) {
         else if (arg_is(argc, argv, &i, "-b", "--batch-size", &v)) { if (!arg_int(a, v, 1, 1 << 16, &batch)) return 2; }
         else if (arg_is(argc, argv, &i, "--bw-mib", NULL, &v)) { if (!arg_int(a, v, 1, 1 << 20, &bw_mib)) return 2; }
         else if (arg_is(argc, argv, &i, "--kernels", NULL, &v)) { if (!(kernels_arg = v)) return 2; }
+        else if (arg_is(argc, argv, &i, "--backend", NULL, &v)) { if (!(backend_name = v)) return 2; }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else { fprintf(stderr, "hearth bench: unknown option '%s'\n", a); usage(); return 2; }
     }
@@ -205,14 +207,14 @@ int cmd_bench(int argc, char **argv) {
 
     int rc = 0;
     for (int k = 0; k < n_paths && !rc; k++) {
-        kernels_force(paths[k]);   /* before loading: weights are repacked for the path */
-        model *m = model_load(model_path, err, sizeof err);
+        model_options mo = { backend_name, (int)paths[k] };   /* weights are repacked for the path */
+        model *m = model_load_opts(model_path, &mo, err, sizeof err);
         if (!m) { fprintf(stderr, "hearth: %s\n", err); rc = 1; break; }
         uint64_t bpt = model_bytes_per_token(m);
         int n_ctx = n_tok + 1 < m->p.n_ctx_train ? n_tok + 1 : m->p.n_ctx_train;
         printf("\nmodel: %s (%s), %.1f MiB of weights, %.1f MiB read per token | kernels: %s | RSS after load: %.1f MiB\n",
                model_label, m->name, (double)m->weight_bytes / (1 << 20), (double)bpt / (1 << 20),
-               kernels_path_name(kernels_current()), rss_mib());
+               m->backend->kernels_name(m), rss_mib());
         fflush(stdout);
         if (n_tok + 1 > n_ctx) { fprintf(stderr, "hearth bench: the tests need %d tokens; the model's context is %d\n", n_tok + 1, n_ctx); rc = 1; }
         fill_tokens(toks, n_tok, m->p.n_vocab, 12345);

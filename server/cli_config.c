@@ -6,6 +6,7 @@
 #include "server/commands.h"
 #include "config/config.h"
 #include "kernels/kernels.h"
+#include "engine/model/backend.h"
 
 #ifndef HEARTH_VERSION
 #define HEARTH_VERSION "unknown"
@@ -67,6 +68,7 @@ int cmd_version(void) {
     for (int p = 0; p < KPATH_COUNT; p++)
         if (kernels_path_available((kern_path_id)p)) printf(" %s", kernels_path_name((kern_path_id)p));
     printf(" (selected: %s)\n", kernels_path_name(kernels_select()));
+    printf("backends: %s (auto: %s)\n", backend_names(), backend_find("auto") ? backend_find("auto")->name : "none");
 #ifdef HEARTH_METAL
     printf("metal: yes\n");
 #else

@@ -1,8 +1,10 @@
 /* `hearth info`: what a model file is: architecture, shapes, tensor types,
- * vocabulary, chat template. */
+ * vocabulary, chat template; with --plan, the steps its forward pass runs. */
 #include "server/commands.h"
 #include "server/cli_args.h"
 #include "engine/model/model.h"
+#include "engine/model/backend.h"
+#include "engine/model/plan.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/chat_template.h"
 #include <stdio.h>
@@ -10,12 +12,14 @@
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL, *v;
+    bool show_plan = false;
     for (int i = 1; i < argc; i++) {
         if (arg_is(argc, argv, &i, "-m", "--model", &v)) { if (!(path = v)) return 2; }
+        else if (!strcmp(argv[i], "--plan")) show_plan = true;
         else if (argv[i][0] != '-' && !path) path = argv[i];
-        else { fprintf(stderr, "usage: hearth info -m MODEL.gguf\n"); return 2; }
+        else { fprintf(stderr, "usage: hearth info [--plan] -m MODEL.gguf\n"); return 2; }
     }
-    if (!path) { fprintf(stderr, "usage: hearth info -m MODEL.gguf\n"); return 2; }
+    if (!path) { fprintf(stderr, "usage: hearth info [--plan] -m MODEL.gguf\n"); return 2; }
     char err[512];
     model *m = model_load(path, err, sizeof err);
     if (!m) { fprintf(stderr, "hearth: %s\n", err); return 1; }
@@ -33,7 +37,7 @@ int cmd_info(int argc, char **argv) {
            p->head_dim, p->n_rot, p->rope_neox ? "neox" : "normal", (double)p->rope_base);
     printf("feed-forward:  %d\n", p->n_ff);
     printf("context:       %d (trained)\n", p->n_ctx_train);
-    printf("plan:          %s%s%s%s\n", p->qkv_bias ? "q/k/v bias, " : "", p->qk_norm ? "q/k norm, " : "",
+    printf("features:      %s%s%s%s\n", p->qkv_bias ? "q/k/v bias, " : "", p->qk_norm ? "q/k norm, " : "",
            p->tied_embeddings ? "tied embeddings, " : "", m->rope_freqs ? "rope freq factors" : "");
     printf("weights:       %.2f MiB\n", (double)m->weight_bytes / (1 << 20));
 
@@ -56,6 +60,15 @@ int cmd_info(int argc, char **argv) {
         printf("chat template: present (%s)\n", id >= 0 ? chat_template_name(id) : "unknown family: ChatML fallback");
     } else {
         printf("chat template: none\n");
+    }
+    if (show_plan) {
+        const plan *pl = m->plan;
+        printf("\nplan:          %d steps, run by the %s backend (%s kernels)\nbuffers:      ", pl->n_steps,
+               m->backend->name, m->backend->kernels_name(m));
+        for (int b = 0; b < BUF_COUNT; b++)
+            if (pl->buf_w[b]) printf(" %s[%d]", plan_buf_name((plan_buf)b), pl->buf_w[b]);
+        printf(" (floats a row)\n");
+        plan_print(pl, stdout);
     }
     gguf_close(&f);
     model_free(m);

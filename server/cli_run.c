@@ -26,12 +26,13 @@ static void usage(void) {
         "  -n, --n-predict N      tokens to generate (default 128)\n"
         "  -c, --ctx-size N       context length (default 4096, at most the model's)\n"
         "  -t, --threads N        compute threads (default: physical cores)\n"
+        "  --backend auto|cpu     what runs the model (default auto: the best here)\n"
         "  --special              recognise special tokens in the prompt and print them\n"
         SAMPLING_FLAGS_HELP);
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = "Once upon a time", *v;
+    const char *model_path = NULL, *prompt = "Once upon a time", *backend_name = "auto", *v;
     int n_predict = 128, n_ctx = 4096, n_threads = pool_default_threads();
     bool special = false;
     sampler_params sp;
@@ -45,6 +46,7 @@ int cmd_run(int argc, char **argv) {
         else if (arg_is(argc, argv, &i, "-n", "--n-predict", &v)) { if (!arg_int("-n", v, 0, 1 << 24, &n_predict)) return 2; }
         else if (arg_is(argc, argv, &i, "-c", "--ctx-size", &v)) { if (!arg_int("-c", v, 16, 1 << 22, &n_ctx)) return 2; }
         else if (arg_is(argc, argv, &i, "-t", "--threads", &v)) { if (!arg_int("-t", v, 1, 1024, &n_threads)) return 2; }
+        else if (arg_is(argc, argv, &i, "--backend", NULL, &v)) { if (!(backend_name = v)) return 2; }
         else if (!strcmp(argv[i], "--special")) special = true;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
         else { fprintf(stderr, "hearth run: unknown option '%s'\n", argv[i]); usage(); return 2; }
@@ -58,7 +60,8 @@ int cmd_run(int argc, char **argv) {
         model_path = demo;
     }
     kernels_select();
-    model *m = model_load(model_path, err, sizeof err);
+    model_options mo = { backend_name, -1 };
+    model *m = model_load_opts(model_path, &mo, err, sizeof err);
     if (!m) { fprintf(stderr, "hearth: %s\n", err); return 1; }
     if (n_ctx > m->p.n_ctx_train) n_ctx = m->p.n_ctx_train;
     fprintf(stderr, "hearth: loaded %s (%s, %.1f MiB of weights); RSS after load %.1f MiB\n", m->name,
@@ -104,7 +107,7 @@ int cmd_run(int argc, char **argv) {
     free(work);
     fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s) | generation: %d tokens in %.3f s (%.1f tok/s) | %d threads, %s kernels\n",
             n_prompt, t1 - t0, n_prompt / (t1 - t0), n_gen, t2 - t1, n_gen > 0 ? n_gen / (t2 - t1) : 0.0,
-            n_threads, kernels_path_name(kernels_current()));
+            n_threads, m->backend->kernels_name(m));
     rc = 0;
 out:
     free(ids);

@@ -146,7 +146,8 @@ static void pump(model_set *set);
 static void *load_thread(void *arg) {
     model_entry *e = arg;
     char err[512] = "";
-    e->loaded = model_load(e->path, err, sizeof err);
+    model_options mo = { e->s.o.backend, -1 };
+    e->loaded = model_load_opts(e->path, &mo, err, sizeof err);
     if (e->loaded) {
         server *s = &e->s;
         s->n_ctx = s->o.n_ctx < e->loaded->p.n_ctx_train ? s->o.n_ctx : e->loaded->p.n_ctx_train;

@@ -75,6 +75,7 @@ static const struct binding { const char *key; size_t off; } bindings[] = {
     { "chat-template", offsetof(server_opts, chat_template) },
     { "reasoning-format", offsetof(server_opts, reasoning_name) },
     { "log-format", offsetof(server_opts, log_format) },
+    { "backend", offsetof(server_opts, backend) },
     { "prompt-cache", offsetof(server_opts, prompt_cache) },
     { "prompt-cache-size", offsetof(server_opts, prompt_cache_bytes) },
     { "max-body", offsetof(server_opts, max_body) },

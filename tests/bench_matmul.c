@@ -12,6 +12,7 @@
  * the figure is memory bandwidth, not cache. */
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
+#include "kernels/kern_table.h"
 #include "runtime/pool.h"
 
 #include <stdio.h>
@@ -150,7 +151,7 @@ int main(int argc, char **argv) {
                 kernels_force(id);
                 hweight w = { .type = type, .n_in = k, .n_out = nn, .data = data, .row_bytes = format_row_bytes(type, k) };
                 double t0 = now();
-                if (kern_prepare_weight(&w) != 0) { fprintf(stderr, "prepare failed\n"); return 1; }
+                if (kern_prepare_weight(kern_table_get(id), &w) != 0) { fprintf(stderr, "prepare failed\n"); return 1; }
                 double tprep = now() - t0;
                 stats st = time_matmul(&w, rows, x, y, &s, pool, id == KPATH_SCALAR ? (reps < 3 ? reps : 3) : reps);
                 double unit = is_gemv ? (double)weight_bytes(&w) / 1e9 : 2.0 * rows * (double)k * (double)nn / 1e9;

@@ -15,6 +15,7 @@
 #include "tests/test.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
+#include "kernels/kern_table.h"
 #include "runtime/pool.h"
 
 #include <float.h>
@@ -195,7 +196,7 @@ static void test_shape(kern_path_id id, int type, int64_t K, int64_t N) {
 
     CHECK(kernels_force(id));
     hweight w = { .type = type, .n_in = K, .n_out = N, .data = wdata, .row_bytes = rb };
-    CHECK(kern_prepare_weight(&w) == 0);
+    CHECK(kern_prepare_weight(kern_table_get(id), &w) == 0);
     bool packed = w.packed != NULL;
     CHECKF(packed == path_packs(id, type), "%s %s K=%lld: packed=%d", kernels_path_name(id),
            format_name(type), (long long)K, packed);
@@ -350,7 +351,7 @@ static void test_big(kern_path_id id, int type) {
     oracle_build(&o, type, K, N, M, wdata, x);
     CHECK(kernels_force(id));
     hweight w = { .type = type, .n_in = K, .n_out = N, .data = wdata, .row_bytes = format_row_bytes(type, K) };
-    CHECK(kern_prepare_weight(&w) == 0);
+    CHECK(kern_prepare_weight(kern_table_get(id), &w) == 0);
     float *y = malloc(sizeof(float) * (size_t)(M * N));
     kern_matmul(&w, M, x, y, &scratch, pools[2]);
     int inexact;
@@ -387,7 +388,7 @@ static void test_fused(kern_path_id id) {
                 data[i] = make_weight(sets[si][i], K, Nf[i]);
                 w[i] = (hweight){ .type = sets[si][i], .n_in = K, .n_out = Nf[i], .data = data[i],
                                   .row_bytes = format_row_bytes(sets[si][i], K) };
-                CHECK(kern_prepare_weight(&w[i]) == 0);
+                CHECK(kern_prepare_weight(kern_table_get(id), &w[i]) == 0);
                 want[i] = malloc(sizeof(float) * (size_t)(M_MAX * Nf[i]));
                 got[i] = malloc(sizeof(float) * (size_t)(M_MAX * Nf[i]));
             }

@@ -167,9 +167,9 @@ static void check_invariants(const model *m, const char *name, hpool *pool) {
     CHECKF(!memcmp(a, b, sizeof(float) * n_vocab), "%s: chunked prefill differs from one-shot", name);
 
     /* the same sequence in slot 1 beside another sequence in slot 0, in one batch */
-    kv_cache kv;
-    kv_cache_init(&kv, m, 2, 128);
-    fwd_arena *ar = fwd_arena_new(m, 2 * n, 128, pool_threads(pool));
+    backend_config bc = { .n_slots = 2, .n_ctx = 128, .max_batch = 2 * n, .pool = pool };
+    backend_state *bs = m->backend->create(m, &bc);
+    CHECK(bs != NULL);
     int32_t tok[80], pos[80], slot[80];
     uint8_t want[80] = {0};
     for (int i = 0; i < n; i++) {
@@ -178,14 +178,13 @@ static void check_invariants(const model *m, const char *name, hpool *pool) {
     }
     want[2 * n - 1] = 1;
     fwd_batch batch = { 2 * n, tok, pos, slot, want };
-    CHECK(forward(m, &kv, ar, &batch, b, pool) == 0);
+    CHECK(m->backend->run(bs, &batch, b) == 0);
     CHECKF(!memcmp(a, b, sizeof(float) * n_vocab), "%s: batched beside another slot differs from alone", name);
     /* and a planted control: a different sequence gives different logits */
     fwd_batch solo = { 1, &other[n - 1], &pos[2 * n - 2], &slot[0], want + 2 * n - 1 };
-    CHECK(forward(m, &kv, ar, &solo, b, pool) == 0);
+    CHECK(m->backend->run(bs, &solo, b) == 0);
     CHECKF(memcmp(a, b, sizeof(float) * n_vocab) != 0, "%s: control: other sequence should differ", name);
-    fwd_arena_free(ar);
-    kv_cache_free(&kv);
+    m->backend->destroy(bs);
     free(a); free(b);
     gen_free(one); gen_free(chunked);
 }
@@ -213,15 +212,14 @@ static void test_synthetic(hpool *pool) {
 
 /* Logits of toks[at, n) fed in chunks of up to 64 at positions at.. into
  * slot 0 of kv (the last row's into out). */
-static bool feed(const model *m, kv_cache *kv, fwd_arena *ar, const int32_t *toks, int at, int n, float *out,
-                 hpool *pool) {
+static bool feed(const model *m, backend_state *bs, const int32_t *toks, int at, int n, float *out) {
     int32_t pos[64], slot[64] = {0};
     uint8_t want[64];
     for (int done = at; done < n;) {
         int c = n - done < 64 ? n - done : 64;
         for (int i = 0; i < c; i++) { pos[i] = done + i; want[i] = done + i == n - 1; }
         fwd_batch b = { c, toks + done, pos, slot, want };
-        if (forward(m, kv, ar, &b, out, pool)) return false;
+        if (m->backend->run(bs, &b, out)) return false;
         done += c;
     }
     return true;
@@ -237,26 +235,30 @@ static void check_window_ring(const model *m, hpool *pool) {
     for (int i = 0; i < 124; i++) P[i] = (i * 31 + 7) % V;
     memcpy(S, P, 30 * sizeof *P);
     for (int i = 30; i < 70; i++) S[i] = (i * 13 + 9) % V;
-    kv_cache ring, full;
-    CHECK(kv_cache_init_window(&ring, m, 1, 256, 64) == 0 && ring.ring == 72);
-    CHECK(kv_cache_init(&full, m, 1, 256) == 0 && full.ring == 0);
-    CHECK(kv_cache_bytes(&ring) < kv_cache_bytes(&full));
-    fwd_arena *ar = fwd_arena_new(m, 64, 256, pool_threads(pool));
+    /* a state for batches of 64 keeps the local layers as rings; one for
+     * batches of 128 would need more than the context: every position kept */
+    backend_config rc = { .n_slots = 1, .n_ctx = 256, .max_batch = 64, .pool = pool };
+    backend_config fc = { .n_slots = 1, .n_ctx = 256, .max_batch = 128, .pool = pool };
+    backend_state *rs = m->backend->create(m, &rc), *fs = m->backend->create(m, &fc);
+    CHECK(rs && fs);
+    if (!rs || !fs) { if (rs) m->backend->destroy(rs); if (fs) m->backend->destroy(fs); return; }
+    kv_cache *ring = m->backend->kv(rs), *full = m->backend->kv(fs);
+    CHECK(ring->ring == 72 && full->ring == 0);
+    CHECK(kv_cache_bytes(ring) < kv_cache_bytes(full));
     float *fresh_p = malloc(sizeof(float) * V), *fresh_s = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * V);
-    CHECK(feed(m, &full, ar, P, 0, 100, fresh_p, pool) && feed(m, &full, ar, S, 0, 70, fresh_s, pool));
-    CHECK(feed(m, &ring, ar, P, 0, 124, got, pool));
-    CHECK(kv_can_resume(&ring, 0, 124, 99) && !kv_can_resume(&ring, 0, 124, 30));
-    CHECK(feed(m, &ring, ar, P, 99, 100, got, pool));
+    CHECK(feed(m, fs, P, 0, 100, fresh_p) && feed(m, fs, S, 0, 70, fresh_s));
+    CHECK(feed(m, rs, P, 0, 124, got));
+    CHECK(kv_can_resume(ring, 0, 124, 99) && !kv_can_resume(ring, 0, 124, 30));
+    CHECK(feed(m, rs, P, 99, 100, got));
     CHECKF(!memcmp(got, fresh_p, sizeof(float) * V), "ring: continuing inside the window differs from fresh");
-    CHECK(feed(m, &ring, ar, P, 0, 124, got, pool));
-    CHECK(feed(m, &ring, ar, S, 30, 70, got, pool));
+    CHECK(feed(m, rs, P, 0, 124, got));
+    CHECK(feed(m, rs, S, 30, 70, got));
     CHECKF(memcmp(got, fresh_s, sizeof(float) * V) != 0, "ring control: a lost window should change the logits");
-    CHECK(feed(m, &ring, ar, S, 0, 70, got, pool));
+    CHECK(feed(m, rs, S, 0, 70, got));
     CHECKF(!memcmp(got, fresh_s, sizeof(float) * V), "ring: started over differs from fresh");
     free(fresh_p); free(fresh_s); free(got);
-    fwd_arena_free(ar);
-    kv_cache_free(&ring);
-    kv_cache_free(&full);
+    m->backend->destroy(rs);
+    m->backend->destroy(fs);
 }
 
 /* The same invariants on the gemma3 and phi3 fixtures: 40 tokens cross

@@ -1,5 +1,6 @@
 /* Encoding and decoding of a prompt-state block (see block_codec.h). */
 #include "engine/cache/block_codec.h"
+#include "runtime/hash.h"
 #include <string.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -8,15 +9,7 @@
 
 static const uint8_t block_magic[4] = { 'H', 'K', 'V', 'B' };
 
-/* ---- xxHash64 --------------------------------------------------------------- */
-#define P1 0x9E3779B185EBCA87ull
-#define P2 0xC2B2AE3D27D4EB4Full
-#define P3 0x165667B19E3779F9ull
-#define P4 0x85EBCA77C2B2AE63ull
-#define P5 0x27D4EB2F165667C5ull
-
-static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
+/* ---- byte access ------------------------------------------------------------ */
 static uint64_t rd64(const uint8_t *p) {
     uint64_t v;
     memcpy(&v, p, 8);
@@ -32,62 +25,6 @@ static uint32_t rd32(const uint8_t *p) {
 static void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
-static uint64_t xx_round(uint64_t acc, uint64_t in) {
-    acc += in * P2;
-    acc = rotl64(acc, 31);
-    return acc * P1;
-}
-
-static uint64_t xx_merge(uint64_t h, uint64_t acc) {
-    h ^= xx_round(0, acc);
-    return h * P1 + P4;
-}
-
-uint64_t hash64(const void *data, size_t n, uint64_t seed) {
-    static const uint8_t empty[1];
-    const uint8_t *p = n ? data : empty, *end = p + n;   /* no arithmetic on a NULL */
-    uint64_t h;
-    if (n >= 32) {
-        /* four independent lanes over 32-byte stripes */
-        uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
-        const uint8_t *limit = end - 32;
-        do {
-            v1 = xx_round(v1, rd64(p));
-            v2 = xx_round(v2, rd64(p + 8));
-            v3 = xx_round(v3, rd64(p + 16));
-            v4 = xx_round(v4, rd64(p + 24));
-            p += 32;
-        } while (p <= limit);
-        h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
-        h = xx_merge(h, v1);
-        h = xx_merge(h, v2);
-        h = xx_merge(h, v3);
-        h = xx_merge(h, v4);
-    } else {
-        h = seed + P5;
-    }
-    h += (uint64_t)n;
-    while (end - p >= 8) {
-        h ^= xx_round(0, rd64(p));
-        h = rotl64(h, 27) * P1 + P4;
-        p += 8;
-    }
-    if (end - p >= 4) {
-        h ^= (uint64_t)rd32(p) * P1;
-        h = rotl64(h, 23) * P2 + P3;
-        p += 4;
-    }
-    while (p < end) {
-        h ^= (uint64_t)*p++ * P5;
-        h = rotl64(h, 11) * P1;
-    }
-    h ^= h >> 33;
-    h *= P2;
-    h ^= h >> 29;
-    h *= P3;
-    h ^= h >> 32;
-    return h;
-}
 
 /* ---- keys ------------------------------------------------------------------- */
 /* A key is two 64-bit halves, each an xxh64 of the block's tokens seeded by

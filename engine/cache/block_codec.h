@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "runtime/hash.h"
 
 #define BLOCK_VERSION 1
 #define BLOCK_KV_F16 1
@@ -57,9 +58,6 @@ typedef struct block_view {
     const uint8_t *kv;        /* per layer: K rows, then V rows */
     size_t kv_bytes;
 } block_view;
-
-/* xxHash64 (Yann Collet's construction, written here from its description). */
-uint64_t hash64(const void *data, size_t n, uint64_t seed);
 
 /* The key of the first block's parent: a function of the fingerprint alone,
  * so the chain of keys is specific to one model file and KV format. */

@@ -1,8 +1,11 @@
-/* The KV cache: fp16, one region per (layer, slot, KV head), all allocated
- * at start. A sliding-window layer keeps only a ring of its last positions
- * (kv_cache_init_window), stored twice over, so any window of them is one
- * forward run of memory and attention reads it as it reads a full layer. */
-#include "engine/model/forward.h"
+/* The KV cache: fp16, one region per (layer, slot, KV head), all of it one
+ * page-aligned mapping made at start. A sliding-window layer keeps only a
+ * ring of its last positions (kv_cache_init_window), stored twice over, so
+ * any window of them is one forward run of memory and attention reads it as
+ * it reads a full layer. */
+#include "engine/model/kv_cache.h"
+#include "engine/model/model.h"
+#include "runtime/pages.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,9 +43,12 @@ int kv_cache_init_window(kv_cache *kv, const model *m, int n_slots, int n_ctx, i
         off += (size_t)n_slots * (size_t)kv->n_head_kv * (size_t)L->span * (size_t)kv->head_dim;
     }
     kv->n_elems = off;
-    kv->k = calloc(off ? off : 1, sizeof *kv->k);
-    kv->v = calloc(off ? off : 1, sizeof *kv->v);
-    if (!kv->k || !kv->v) { kv_cache_free(kv); return -1; }
+    size_t half = pages_round((off ? off : 1) * sizeof *kv->k);   /* v starts on a page of its own */
+    uint8_t *map = pages_alloc(2 * half);
+    if (!map) { kv_cache_free(kv); return -1; }
+    kv->map_bytes = 2 * half;
+    kv->k = (uint16_t *)map;
+    kv->v = (uint16_t *)(map + half);
     return 0;
 }
 
@@ -51,11 +57,11 @@ int kv_cache_init(kv_cache *kv, const model *m, int n_slots, int n_ctx) {
 }
 
 void kv_cache_free(kv_cache *kv) {
-    free(kv->k);
-    free(kv->v);
+    pages_free(kv->k, kv->map_bytes);
     free(kv->lay);
     free(kv->valid_from);
     kv->k = kv->v = NULL;
+    kv->map_bytes = 0;
     kv->lay = NULL;
     kv->valid_from = NULL;
 }

@@ -4,8 +4,11 @@
  * nothing of the file (see detach_weights). */
 #include "engine/model/model.h"
 #include "engine/model/model_check.h"
-#include "engine/cache/block_codec.h"
+#include "engine/model/backend.h"
+#include "engine/model/plan.h"
 #include "engine/text/tokenizer.h"
+#include "runtime/hash.h"
+#include "runtime/pages.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -333,19 +336,14 @@ static void load_tensors(loader *L) {
 }
 
 /* Every matrix the matmul reads, for repacking and release. */
-static int for_each_matrix(model *m, int (*fn)(hweight *)) {
-    int rc = fn(&m->output);
-    for (int il = 0; il < m->p.n_layer && !rc; il++) {
+int model_for_each_matrix(model *m, int (*fn)(hweight *, void *), void *ctx) {
+    int rc = fn(&m->output, ctx);
+    for (int il = 0; m->layers && il < m->p.n_layer && !rc; il++) {
         layer_weights *lw = &m->layers[il];
         hweight *ws[] = { &lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->w_gate, &lw->w_up, &lw->w_down };
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++) rc = fn(ws[i]);
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && !rc; i++) rc = fn(ws[i], ctx);
     }
     return rc;
-}
-
-static int release_matrix(hweight *w) {
-    kern_release_weight(w);
-    return 0;
 }
 
 static char *base_name(const char *path) {
@@ -417,8 +415,9 @@ static int detach_weights(model *m) {
         for (int j = 0; j < i && first; j++) first = ws[j]->packed || orig[j] != orig[i];
         if (first) total += (ws[i]->row_bytes * (size_t)ws[i]->n_out + 63) & ~(size_t)63;
     }
-    uint8_t *copy = NULL;
-    if (total && !(copy = aligned_alloc(64, total))) { free(ws); free(orig); return -1; }
+    uint8_t *copy = NULL;   /* page-aligned: a device on unified memory can wrap it */
+    if (total && !(copy = pages_alloc(pages_round(total)))) { free(ws); free(orig); return -1; }
+    m->weights_copy_bytes = total ? pages_round(total) : 0;
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         hweight *w = ws[i];
@@ -439,6 +438,16 @@ static int detach_weights(model *m) {
 }
 
 model *model_load(const char *path, char *err, size_t errlen) {
+    model_options o = { NULL, -1 };
+    return model_load_opts(path, &o, err, errlen);
+}
+
+model *model_load_opts(const char *path, const model_options *o, char *err, size_t errlen) {
+    const backend *be = backend_find(o->backend);
+    if (!be) {
+        snprintf(err, errlen, "backend '%s' is not one this build can run here (%s)", o->backend, backend_names());
+        return NULL;
+    }
     model *m = calloc(1, sizeof *m);
     if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
     gguf_file g;
@@ -462,10 +471,14 @@ model *model_load(const char *path, char *err, size_t errlen) {
             fail(&L, "vocabulary has %d tokens but token_embd.weight only %d rows",
                  tokenizer_n_vocab(m->tok), m->p.n_vocab);
     }
-    /* Repack each matrix once into the selected kernel path's layout; the
-     * kernels release the original pages they no longer read. The token
+    /* The backend puts each matrix in its kernels' layout once (the CPU one
+     * repacks, releasing the original pages it no longer reads). The token
      * embedding stays as it is (rows are looked up, not multiplied). */
-    if (!L.failed && for_each_matrix(m, kern_prepare_weight)) fail(&L, "out of memory repacking the weights");
+    if (!L.failed) {
+        char berr[256];
+        if (be->prepare(m, o, berr, sizeof berr)) fail(&L, "%s", berr);
+        else m->backend = be;
+    }
     gguf_str s;
     if (!L.failed) {
         m->name = gguf_get_str(&g, "general.name", &s) ? gguf_str_dup(s) : base_name(path);
@@ -478,6 +491,7 @@ model *model_load(const char *path, char *err, size_t errlen) {
         file_id(&g, m->file_id);
     }
     if (!L.failed && detach_weights(m)) fail(&L, "out of memory copying the weights");
+    if (!L.failed && !(m->plan = plan_build(m))) fail(&L, "out of memory building the plan");
     if (L.failed) {
         /* prefix the file so the one line says where */
         char msg[512];
@@ -494,8 +508,9 @@ model *model_load(const char *path, char *err, size_t errlen) {
 void model_free(model *m) {
     if (!m) return;
     /* tok_embd is never released: a view of weights_copy or of output's packed layout */
+    plan_free(m->plan);
+    if (m->backend) m->backend->release(m);
     if (m->layers) {
-        for_each_matrix(m, release_matrix);
         for (int il = 0; il < m->p.n_layer; il++) {
             layer_weights *lw = &m->layers[il];
             free(lw->attn_norm); free(lw->ffn_norm); free(lw->q_norm); free(lw->k_norm);
@@ -504,7 +519,6 @@ void model_free(model *m) {
         }
         free(m->layers);
     }
-    if (!m->layers) kern_release_weight(&m->output);
     free(m->output_norm);
     free(m->rope_freqs);
     free(m->rope_short);
@@ -512,7 +526,7 @@ void model_free(model *m) {
     tokenizer_free(m->tok);
     free(m->name);
     free(m->chat_template);
-    free(m->weights_copy);
+    pages_free(m->weights_copy, m->weights_copy_bytes);
     free(m);
 }
 

@@ -1,7 +1,7 @@
 /* A loaded model: hyperparameters from GGUF metadata, weights (repacked by
  * the kernels, or copied), and the plan parameters that make one forward
  * pass serve every supported architecture (llama, qwen2, qwen3, gemma3,
- * phi3). The file
+ * phi3); the plan built from them, and the backend that runs it. The file
  * is read once and closed: nothing here points into it, so it may be
  * replaced, rewritten or truncated while the model runs. */
 #ifndef HEARTH_MODEL_H
@@ -14,6 +14,9 @@
 #include "kernels/kernels.h"
 
 struct tokenizer;
+struct backend;
+struct kern_table;
+struct plan;
 
 typedef enum { ARCH_LLAMA = 0, ARCH_QWEN2, ARCH_QWEN3, ARCH_GEMMA3, ARCH_PHI3, ARCH_COUNT } model_arch;
 
@@ -67,11 +70,27 @@ typedef struct model {
     uint64_t file_size;                   /* of the file as loaded */
     uint8_t file_id[16];                  /* its header and sampled weights (the prompt cache's fingerprint) */
     void *weights_copy;                   /* the matrices no kernel repacked, copied out of the file */
+    size_t weights_copy_bytes;            /* its page-aligned mapping */
+    const struct backend *backend;        /* the one that prepared the weights and runs the plan */
+    const struct kern_table *kern;        /* the CPU backend's kernels for this model */
+    struct plan *plan;                    /* the forward pass as steps, built at load */
 } model;
+
+/* How to load: which backend ("auto" or NULL: the best here; "cpu") and,
+ * for the CPU backend, which kernel path (a kern_path_id; -1: the one
+ * kernels_select() chose, the probe or HEARTH_KERNELS). */
+typedef struct model_options {
+    const char *backend;
+    int kernels;
+} model_options;
 
 /* NULL with a one-line error naming what is wrong (unsupported
  * architecture, tensor type, missing tensor, shape mismatch, ...). */
-model *model_load(const char *path, char *err, size_t errlen);
+model *model_load(const char *path, char *err, size_t errlen);   /* default options */
+model *model_load_opts(const char *path, const model_options *o, char *err, size_t errlen);
+/* Calls fn on every matrix the matmul reads (not the token embedding):
+ * stops at and returns the first non-zero result. */
+int model_for_each_matrix(model *m, int (*fn)(hweight *w, void *ctx), void *ctx);
 void model_free(model *m);
 const char *model_arch_name(model_arch a);
 /* Bytes of weights read for one decoded token (every matrix once, one embedding row). */

@@ -16,7 +16,7 @@
  * Only the rest is prefilled. As prefill completes blocks, they are copied
  * out to the cache's writer thread, once per block across all streams. */
 #include "engine/sched/engine.h"
-#include "engine/model/forward.h"
+#include "engine/model/backend.h"
 #include "runtime/pool.h"
 #include "engine/text/stop_text.h"
 #include "engine/text/tokenizer.h"
@@ -104,8 +104,9 @@ typedef struct slot {
 struct engine {
     const model *m;
     engine_config cfg;
-    kv_cache kv;
-    fwd_arena *arena;
+    const backend *be;        /* the model's: runs the plan, holds the KV cache */
+    backend_state *bs;
+    kv_cache *kv;             /* the backend's, for the prompt cache's block copies */
     hpool *pool;
     float *logits;            /* one row per slot at most */
     float *work;              /* sampler's copy of a row */
@@ -247,7 +248,7 @@ static int slot_restore(engine *e, slot *sl, int have) {
     if (!e->pc || have >= want || first >= n_full) return have;
     block_key k = e->root;
     for (int i = 0; i < first; i++) block_key_next(&k, j->prompt + (size_t)i * B, B);
-    size_t row = (size_t)e->kv.kv_dim * sizeof(uint16_t);
+    size_t row = (size_t)e->kv->kv_dim * sizeof(uint16_t);
     int start = have, blocks = 0;
     for (int i = first; i < n_full && have < want; i++) {
         block_key_next(&k, j->prompt + (size_t)i * B, B);
@@ -256,9 +257,9 @@ static int slot_restore(engine *e, slot *sl, int have) {
         /* v.kv: per layer, B rows of K then B rows of V; the lookup checked
          * the geometry and that v's prefix is exactly prompt[0, (i+1)B) */
         size_t off = (size_t)(have - i * B), n = (size_t)B - off;
-        for (int l = 0; l < e->kv.n_layer; l++) {
+        for (int l = 0; l < e->kv->n_layer; l++) {
             const uint8_t *K = v.kv + (size_t)l * 2 * B * row, *V = K + (size_t)B * row;
-            kv_rows_put(&e->kv, l, sl->id, i * B + (int)off, (int)n, K + off * row, V + off * row);
+            kv_rows_put(e->kv, l, sl->id, i * B + (int)off, (int)n, K + off * row, V + off * row);
         }
         have = (i + 1) * B;   /* slot_store touches it with the job's stamp */
         blocks++;
@@ -279,7 +280,7 @@ static void slot_store(engine *e, slot *sl) {
     if (!e->pc || !j->params.cache_prompt) return;
     int B = e->block;
     int done = sl->n_prefilled < j->n_prompt ? sl->n_prefilled : j->n_prompt;
-    size_t row = (size_t)e->kv.kv_dim * sizeof(uint16_t), rows = (size_t)B * row;
+    size_t row = (size_t)e->kv->kv_dim * sizeof(uint16_t), rows = (size_t)B * row;
     while (sl->n_stored < done / B) {
         int i = sl->n_stored;
         block_key_next(&sl->store_key, j->prompt + (size_t)i * B, B);
@@ -289,8 +290,8 @@ static void slot_store(engine *e, slot *sl) {
         if (r < 0) { sl->n_stored = INT_MAX; return; }
         if (r == 0) prompt_cache_touch(e->pc, &sl->store_key, sl->stamp);
         if (r > 0) {
-            for (int l = 0; l < e->kv.n_layer; l++)
-                kv_rows_get(&e->kv, l, sl->id, i * B, B, dst + (size_t)l * 2 * rows, dst + (size_t)l * 2 * rows + rows);
+            for (int l = 0; l < e->kv->n_layer; l++)
+                kv_rows_get(e->kv, l, sl->id, i * B, B, dst + (size_t)l * 2 * rows, dst + (size_t)l * 2 * rows + rows);
             prompt_cache_store_commit(e->pc, it);
         }
         sl->n_stored++;
@@ -314,7 +315,7 @@ static int slot_admit(engine *e, slot *sl) {
     for (int i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
     /* a sliding-window layer may no longer hold the window before the
      * shared prefix's end: then start over (from the store, if it has it) */
-    if (!kv_can_resume(&e->kv, sl->id, sl->n_past, reuse)) reuse = 0;
+    if (!kv_can_resume(e->kv, sl->id, sl->n_past, reuse)) reuse = 0;
     /* only now that nothing can fail: the restore overwrites resident KV */
     if (j->params.cache_prompt) reuse = slot_restore(e, sl, reuse);
     if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
@@ -546,7 +547,7 @@ static void *engine_main(void *arg) {
         int n_rows;
         int n = pack_batch(e, &n_rows);
         fwd_batch b = { n, e->b_tok, e->b_pos, e->b_slot, e->b_want };
-        if (forward(e->m, &e->kv, e->arena, &b, e->logits, e->pool)) {
+        if (e->be->run(e->bs, &b, e->logits)) {
             for (int s = 0; s < e->cfg.n_slots; s++)
                 if (e->slots[s].state != SLOT_FREE) slot_finish(e, &e->slots[s], FINISH_ERROR, -1);
             continue;
@@ -597,11 +598,13 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     /* a shared pool is the caller's; its size sets the arena's worker count */
     e->pool = c->pool ? c->pool : pool_create(e->cfg.n_threads);
     if (c->pool) e->cfg.n_threads = pool_threads(c->pool);
-    if (kv_cache_init_window(&e->kv, m, S, e->cfg.n_ctx, B)) {
-        snprintf(err, errlen, "cannot allocate the KV cache (%d slots x %d tokens)", S, e->cfg.n_ctx);
+    e->be = m->backend;
+    backend_config bc = { .n_slots = S, .n_ctx = e->cfg.n_ctx, .max_batch = B, .pool = e->pool };
+    if (!e->pool || !(e->bs = e->be->create(m, &bc))) {
+        snprintf(err, errlen, "cannot allocate the KV cache and activations (%d slots x %d tokens)", S, e->cfg.n_ctx);
         goto fail;
     }
-    e->arena = fwd_arena_new(m, B, e->cfg.n_ctx, e->cfg.n_threads);
+    e->kv = e->be->kv(e->bs);
     e->logits = malloc(sizeof(float) * (size_t)S * V);
     e->work = malloc(sizeof(float) * (size_t)V);
     e->slots = calloc((size_t)S, sizeof *e->slots);
@@ -611,7 +614,7 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     e->b_slot = malloc(sizeof(int32_t) * (size_t)B);
     e->b_want = malloc((size_t)B);
     e->b_row_slot = malloc(sizeof(int) * (size_t)B);
-    if (!e->pool || !e->arena || !e->logits || !e->work || !e->slots || !e->published || !e->b_tok ||
+    if (!e->logits || !e->work || !e->slots || !e->published || !e->b_tok ||
         !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -623,13 +626,13 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     }
     e->stats.n_slots = S;
     e->stats.kv_cells_total = (uint64_t)S * e->cfg.n_ctx;
-    e->stats.kv_bytes = kv_cache_bytes(&e->kv);
+    e->stats.kv_bytes = kv_cache_bytes(e->kv);
     e->next_job_id = 1;
     atomic_init(&e->forget, false);
     e->block = e->cfg.prompt_cache_block > 0 ? e->cfg.prompt_cache_block : PROMPT_CACHE_BLOCK_TOKENS;
     if (e->cfg.prompt_cache && *e->cfg.prompt_cache && strcmp(e->cfg.prompt_cache, "off") &&
         e->cfg.prompt_cache_bytes > 0) {
-        prompt_cache_config pcc = { .path = e->cfg.prompt_cache, .n_layer = e->kv.n_layer, .kv_dim = e->kv.kv_dim,
+        prompt_cache_config pcc = { .path = e->cfg.prompt_cache, .n_layer = e->kv->n_layer, .kv_dim = e->kv->kv_dim,
                                     .block_tokens = e->block, .max_bytes = e->cfg.prompt_cache_bytes };
         prompt_cache_fingerprint(m, e->block, pcc.fingerprint);
         /* longrope: the factors follow the context size, and the KV with them */
@@ -647,8 +650,7 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
 fail:
     e->thread = 0;
     prompt_cache_close(e->pc);
-    kv_cache_free(&e->kv);
-    fwd_arena_free(e->arena);
+    if (e->bs) e->be->destroy(e->bs);
     if (!c->pool) pool_destroy(e->pool);
     if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens);
     free(e->slots); free(e->published); free(e->logits); free(e->work);
@@ -669,8 +671,7 @@ void engine_destroy(engine *e) {
     /* anything submitted after the thread's last look */
     schedule(e);
     prompt_cache_close(e->pc);   /* writes what is queued, joins the writer */
-    kv_cache_free(&e->kv);
-    fwd_arena_free(e->arena);
+    if (e->bs) e->be->destroy(e->bs);
     if (!e->cfg.pool) pool_destroy(e->pool);
     for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens);
     free(e->slots); free(e->published); free(e->logits); free(e->work);

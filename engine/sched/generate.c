@@ -1,6 +1,5 @@
 /* One sequence on slot 0 (see generate.h). */
 #include "engine/sched/generate.h"
-#include "runtime/pool.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,15 +9,15 @@ generator *gen_new(const model *m, int n_ctx, int max_batch, struct hpool *pool)
     g->m = m;
     g->pool = pool;
     g->max_batch = max_batch;
-    int threads = pool ? pool_threads(pool) : 1;
-    if (kv_cache_init_window(&g->kv, m, 1, n_ctx, max_batch)) goto fail;
-    g->arena = fwd_arena_new(m, max_batch, n_ctx, threads);
+    g->n_ctx = n_ctx;
+    backend_config bc = { .n_slots = 1, .n_ctx = n_ctx, .max_batch = max_batch, .pool = pool };
+    if (!(g->bs = m->backend->create(m, &bc))) goto fail;
     g->logits = malloc((size_t)max_batch * m->p.n_vocab * sizeof(float));
     g->tok = malloc((size_t)max_batch * sizeof(int32_t));
     g->pos = malloc((size_t)max_batch * sizeof(int32_t));
     g->slot = calloc((size_t)max_batch, sizeof(int32_t));
     g->want = calloc((size_t)max_batch, 1);
-    if (!g->arena || !g->logits || !g->tok || !g->pos || !g->slot || !g->want) goto fail;
+    if (!g->logits || !g->tok || !g->pos || !g->slot || !g->want) goto fail;
     return g;
 fail:
     gen_free(g);
@@ -27,8 +26,7 @@ fail:
 
 void gen_free(generator *g) {
     if (!g) return;
-    kv_cache_free(&g->kv);
-    fwd_arena_free(g->arena);
+    if (g->bs) g->m->backend->destroy(g->bs);
     free(g->logits); free(g->tok); free(g->pos); free(g->slot); free(g->want);
     free(g);
 }
@@ -37,7 +35,7 @@ void gen_reset(generator *g) { g->n_past = 0; }
 
 const float *gen_eval(generator *g, const int32_t *tokens, int n, float *all_logits) {
     int n_vocab = g->m->p.n_vocab;
-    if (n <= 0 || g->n_past + n > g->kv.n_ctx) return NULL;
+    if (n <= 0 || g->n_past + n > g->n_ctx) return NULL;
     for (int done = 0; done < n;) {
         int chunk = n - done < g->max_batch ? n - done : g->max_batch;
         for (int i = 0; i < chunk; i++) {
@@ -46,7 +44,7 @@ const float *gen_eval(generator *g, const int32_t *tokens, int n, float *all_log
             g->want[i] = all_logits || done + i == n - 1;
         }
         fwd_batch b = { chunk, g->tok, g->pos, g->slot, g->want };
-        if (forward(g->m, &g->kv, g->arena, &b, g->logits, g->pool)) return NULL;
+        if (g->m->backend->run(g->bs, &b, g->logits)) return NULL;
         int n_rows = 0;
         for (int i = 0; i < chunk; i++) n_rows += g->want[i];
         if (all_logits)

@@ -6,15 +6,15 @@
 
 #include <stdint.h>
 #include "engine/model/model.h"
-#include "engine/model/forward.h"
+#include "engine/model/backend.h"
 
 struct hpool;
 
 typedef struct generator {
     const model *m;
-    kv_cache kv;
-    fwd_arena *arena;
+    backend_state *bs;        /* the model's backend: its arena and KV cache */
     struct hpool *pool;
+    int n_ctx;
     float *logits;            /* n_vocab: the last evaluated token's */
     int max_batch;
     int n_past;
