@@ -56,8 +56,11 @@ int cmd_info(int argc, char **argv) {
     if (gguf_get_str(&f, "tokenizer.ggml.pre", &s)) printf(" (pre %.*s)", (int)s.len, s.ptr);
     printf(", bos %d, eos %d\n", tokenizer_bos(m->tok), tokenizer_eos(m->tok));
     if (m->chat_template) {
-        int id = chat_template_detect(m->chat_template);
-        printf("chat template: present (%s)\n", id >= 0 ? chat_template_name(id) : "unknown family: ChatML fallback");
+        char err[256];
+        chat_template *t = chat_template_load(m->chat_template, NULL, NULL, err, sizeof err);
+        if (t) printf("chat template: present (%zu bytes of Jinja; hearth template -m shows a render)\n", strlen(m->chat_template));
+        else printf("chat template: present but does not parse: %s\n", err);
+        chat_template_free(t);
     } else {
         printf("chat template: none\n");
     }

@@ -9,5 +9,6 @@ int cmd_mkmodel(int argc, char **argv);  /* cli_mkmodel.c */
 int cmd_serve(int argc, char **argv);    /* serve.c */
 int cmd_config(int argc, char **argv);   /* cli_config.c */
 int cmd_version(void);                   /* cli_config.c: hearth --version */
+int cmd_template(int argc, char **argv); /* cli_template.c */
 
 #endif

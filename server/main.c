@@ -11,6 +11,7 @@ static const char usage[] =
     "  info      a model's architecture, shapes, tensor types and vocabulary\n"
     "  bench     prompt and generation speed\n"
     "  mkmodel   write a synthetic model (random weights)\n"
+    "  template  render a chat template with given variables (checks a template)\n"
     "  config    serve's effective configuration and where each value comes from\n"
     "  --version version and the backends of this build\n";
 
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(argv[1], "mkmodel")) return cmd_mkmodel(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "template")) return cmd_template(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", argv[1]);
     return 2;
 }

@@ -10,6 +10,7 @@
 #include "server/request_json.h"
 #include "server/tool_parse.h"
 #include "engine/text/chat_template.h"
+#include "server/prompt.h"
 #include "engine/text/tokenizer.h"
 #include <dirent.h>
 #include <stdio.h>
@@ -171,8 +172,14 @@ static void *load_thread(void *arg) {
             pc = pc_path;
         }
         c.prompt_cache = pc;
-        e->started = engine_create(e->loaded, &c, err, sizeof err);
-        if (!e->started) { model_free(e->loaded); e->loaded = NULL; }
+        e->tpl = prompt_load_template(&s->o, e->loaded, &e->tpl_what, err, sizeof err);
+        e->started = e->tpl ? engine_create(e->loaded, &c, err, sizeof err) : NULL;
+        if (!e->started) {
+            model_free(e->loaded);
+            e->loaded = NULL;
+            chat_template_free(e->tpl);
+            e->tpl = NULL;
+        }
     }
     snprintf(e->last_error, sizeof e->last_error, "%s", e->loaded ? "" : err);
     uv_async_send(&e->thread_done);
@@ -183,8 +190,10 @@ static void *unload_thread(void *arg) {
     model_entry *e = arg;
     engine_destroy(e->started);
     model_free(e->loaded);
+    chat_template_free(e->tpl);
     e->started = NULL;
     e->loaded = NULL;
+    e->tpl = NULL;
     uv_async_send(&e->thread_done);
     return NULL;
 }
@@ -221,22 +230,14 @@ static void model_ready(model_entry *e) {
     if (s->n_ctx < s->o.n_ctx)
         fprintf(stderr, "hearth: --ctx-size %d is more than %s was trained for: using %d per slot\n",
                 s->o.n_ctx, s->model_id, s->n_ctx);
-    if (s->o.chat_template) {
-        s->tpl = chat_template_from_name(s->o.chat_template);
-    } else {
-        s->tpl = chat_template_detect(m->chat_template);
-        if (s->tpl < 0) {
-            fprintf(stderr, "hearth: warning: %s; chat requests use chatml (--chat-template picks another)\n",
-                    m->chat_template ? "the model's chat template is not one hearth knows" : "the model has no chat template");
-            s->tpl = 0;
-        }
-    }
-    s->tool_fmt = tool_format_detect(s->o.chat_template ? NULL : m->chat_template, has_token, m->tok);
+    s->tpl = e->tpl;
+    s->tpl_name = e->tpl_what;
+    s->tool_fmt = tool_format_detect(chat_template_source(s->tpl), has_token, m->tok);
     engine_stats es;
     engine_get_stats(s->engine, &es);
     fprintf(stderr, "hearth: model %s loaded (%s, %.1f MiB) in %.1f s; %d slots x %d tokens, KV %.1f MiB; chat template %s\n",
             s->model_id, model_arch_name(m->p.arch), m->weight_bytes / 1048576.0, (srv_now_ms() - e->t_load) / 1e3,
-            s->o.n_parallel, s->n_ctx, es.kv_bytes / 1048576.0, chat_template_name(s->tpl));
+            s->o.n_parallel, s->n_ctx, es.kv_bytes / 1048576.0, s->tpl_name);
 }
 
 static void on_thread_done(uv_async_t *a) {
@@ -301,9 +302,11 @@ static void start_unload(model_entry *e) {
     e->state = MODEL_UNLOADING;
     e->s.model = NULL;   /* routes see it gone; the thread frees it */
     e->s.engine = NULL;
+    e->s.tpl = NULL;
     if (!start_thread(e, unload_thread)) {   /* keep it loaded */
         e->s.model = e->loaded;
         e->s.engine = e->started;
+        e->s.tpl = e->tpl;
         e->state = MODEL_READY;
     }
 }
@@ -430,6 +433,7 @@ void model_set_free(model_set *set) {
         if (e->s.engine) engine_destroy(e->s.engine);
         if (e->started && e->started != e->s.engine) engine_destroy(e->started);
         if (e->loaded) model_free(e->loaded);
+        chat_template_free(e->tpl);
         free(e->path);
         free(e->s.model_file);
         free(e->s.model_id);

@@ -40,6 +40,8 @@ typedef struct model_entry {
     uv_async_t thread_done;
     model *loaded;
     engine *started;
+    struct chat_template *tpl;    /* parsed with the model, on its thread */
+    const char *tpl_what;
     double t_load;
 } model_entry;
 

@@ -3,99 +3,258 @@
 #include "server/request_json.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- chat --------------------------------------------------------------------- */
-/* Text parts of a content list, joined; NULL with e. */
-static char *join_parts(const cJSON *content, int i, api_error *e) {
+/* Messages reach the template in the shapes HF templates expect (what
+ * llama-server passes): a list of text parts becomes one string joined with
+ * "\n"; a null content is "" (null kept beside tool_calls, which some
+ * templates test for, or "" where the template cannot take it); tool_calls' arguments given as a JSON string (OpenAI's
+ * shape) become the object templates iterate or tojson; "developer" is
+ * "system" unless the template knows the role. Everything else passes as given. */
+static bool norm_content(cJSON *m, int i, bool has_calls, api_error *e) {
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    if (!content || cJSON_IsNull(content)) {
+        cJSON *v = has_calls ? cJSON_CreateNull() : cJSON_CreateString("");
+        if (!v) return api_fail(e, 500, NULL, NULL, "out of memory");
+        if (content) cJSON_ReplaceItemInObjectCaseSensitive(m, "content", v);
+        else cJSON_AddItemToObject(m, "content", v);
+        return true;
+    }
+    if (cJSON_IsString(content)) return true;
+    if (!cJSON_IsArray(content))
+        return api_fail(e, 400, param, "invalid_type", "%s must be a string or a list of text parts", param);
     size_t len = 0;
-    const cJSON *p;
     int j = 0;
+    const cJSON *p;
     cJSON_ArrayForEach(p, content) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(p, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
-        char param[96];
         snprintf(param, sizeof param, "messages[%d].content[%d]", i, j);
-        if (!cJSON_IsObject(p) || !cJSON_IsString(type)) {
-            api_fail(e, 400, param, "invalid_type", "%s must be an object with a 'type'", param);
-            return NULL;
-        }
-        if (strcmp(type->valuestring, "text")) {
-            api_fail(e, 400, param, "unsupported_value", "%s: only text content is supported, not '%.40s'", param,
-                     type->valuestring);
-            return NULL;
-        }
-        if (!cJSON_IsString(text)) {
-            api_fail(e, 400, param, "invalid_type", "%s.text must be a string", param);
-            return NULL;
-        }
-        len += strlen(text->valuestring);
+        if (!cJSON_IsObject(p) || !cJSON_IsString(type))
+            return api_fail(e, 400, param, "invalid_type", "%s must be an object with a 'type'", param);
+        if (strcmp(type->valuestring, "text"))
+            return api_fail(e, 400, param, "unsupported_value", "%s: only text content is supported, not '%.40s'", param,
+                            type->valuestring);
+        if (!cJSON_IsString(text)) return api_fail(e, 400, param, "invalid_type", "%s.text must be a string", param);
+        len += strlen(text->valuestring) + 1;
         j++;
     }
     char *out = malloc(len + 1), *w = out;
-    if (!out) { api_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
+    if (!out) return api_fail(e, 500, NULL, NULL, "out of memory");
     cJSON_ArrayForEach(p, content) {
         const char *t = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
         size_t n = strlen(t);
+        if (w != out) *w++ = '\n';
         memcpy(w, t, n);
         w += n;
     }
     *w = 0;
-    return out;
+    cJSON *v = cJSON_CreateString(out);
+    free(out);
+    if (!v) return api_fail(e, 500, NULL, NULL, "out of memory");
+    cJSON_ReplaceItemInObjectCaseSensitive(m, "content", v);
+    return true;
 }
 
-char *prompt_render_chat(const server *s, const cJSON *msgs, api_error *e) {
+static bool norm_tool_calls(cJSON *m, int i, api_error *e) {
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+    if (!calls || cJSON_IsNull(calls)) { cJSON_DeleteItemFromObjectCaseSensitive(m, "tool_calls"); return true; }
+    if (!cJSON_IsArray(calls)) return api_fail(e, 400, param, "invalid_type", "%s must be a list", param);
+    int j = 0;
+    cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j++);
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        if (!cJSON_IsObject(c) || !cJSON_IsObject(fn) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name")))
+            return api_fail(e, 400, param, "invalid_type", "%s must be {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", param);
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (cJSON_IsString(args)) {
+            cJSON *parsed = cJSON_Parse(args->valuestring);
+            if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);   /* not JSON: the string as given */
+        } else if (!args || cJSON_IsNull(args)) {
+            cJSON *o = cJSON_CreateObject();
+            if (!o) return api_fail(e, 500, NULL, NULL, "out of memory");
+            if (args) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", o);
+            else cJSON_AddItemToObject(fn, "arguments", o);
+        }
+        if (!cJSON_GetObjectItemCaseSensitive(c, "type")) cJSON_AddStringToObject(c, "type", "function");
+    }
+    return true;
+}
+
+static cJSON *norm_messages(const server *s, const cJSON *msgs, api_error *e) {
     if (!msgs || cJSON_IsNull(msgs)) { api_fail(e, 400, "messages", "missing_field", "'messages' is required"); return NULL; }
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
         api_fail(e, 400, "messages", "invalid_type", "'messages' must be a non-empty list");
         return NULL;
     }
-    int n = cJSON_GetArraySize(msgs);
-    chat_msg *m = calloc((size_t)n, sizeof *m);
-    char **owned = calloc((size_t)n, sizeof *owned);
-    char *out = NULL;
-    if (!m || !owned) { api_fail(e, 500, NULL, NULL, "out of memory"); goto done; }
+    cJSON *out = cJSON_Duplicate(msgs, true);
+    if (!out) { api_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
+    const char *src = chat_template_source(s->tpl);
+    bool knows_developer = src && strstr(src, "developer");
     int i = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, msgs) {
+    cJSON *m;
+    cJSON_ArrayForEach(m, out) {
         char param[64];
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
         snprintf(param, sizeof param, "messages[%d]", i);
-        if (!cJSON_IsObject(it)) { api_fail(e, 400, param, "invalid_type", "%s must be an object", param); goto done; }
+        if (!cJSON_IsObject(m)) { api_fail(e, 400, param, "invalid_type", "%s must be an object", param); goto fail; }
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         snprintf(param, sizeof param, "messages[%d].role", i);
-        if (!cJSON_IsString(role)) { api_fail(e, 400, param, "invalid_type", "%s must be a string", param); goto done; }
+        if (!cJSON_IsString(role)) { api_fail(e, 400, param, "invalid_type", "%s must be a string", param); goto fail; }
         const char *r = role->valuestring;
-        if (!strcmp(r, "developer")) r = "system";   /* OpenAI's newer name for it */
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool") &&
+            strcmp(r, "developer")) {
             api_fail(e, 400, param, "invalid_value", "%s: unknown role '%.40s'", param, r);
-            goto done;
+            goto fail;
         }
-        m[i].role = r;
-        snprintf(param, sizeof param, "messages[%d].content", i);
-        if (!content || cJSON_IsNull(content)) m[i].content = "";
-        else if (cJSON_IsString(content)) m[i].content = content->valuestring;
-        else if (cJSON_IsArray(content)) {
-            if (!(owned[i] = join_parts(content, i, e))) goto done;
-            m[i].content = owned[i];
-        } else {
-            api_fail(e, 400, param, "invalid_type", "%s must be a string or a list of text parts", param);
-            goto done;
-        }
+        if (!strcmp(r, "developer") && !knows_developer) cJSON_SetValuestring(role, "system");
+        bool calls = cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(m, "tool_calls"));
+        if (!norm_content(m, i, calls, e) || !norm_tool_calls(m, i, e)) goto fail;
         i++;
     }
-    const tokenizer *t = s->model->tok;
-    const char *bos = tokenizer_token_text(t, tokenizer_bos(t)), *eos = tokenizer_token_text(t, tokenizer_eos(t));
-    char err[256];
-    out = chat_template_render(s->tpl, m, n, true, bos ? bos : "", eos ? eos : "", err, sizeof err);
-    if (!out) api_fail(e, 400, "messages", "invalid_value", "%s", err);
-done:
-    if (owned) for (int k = 0; k < n; k++) free(owned[k]);
-    free(owned);
-    free(m);
     return out;
+fail:
+    cJSON_Delete(out);
+    return NULL;
+}
+
+static bool strip_eq(const char *hay, size_t at, const char *needle, size_t n) {
+    return !memcmp(hay + at, needle, n);
+}
+
+/* A final assistant message is continued, not closed (HF's
+ * continue_final_message): render without the generation prompt and cut
+ * the text right after that message's content. When the content is empty or
+ * the template does not show it, render the rest with the generation prompt
+ * and append the content (llama-server's prefill). */
+static char *render_prefill(const server *s, cJSON *msgs, const cJSON *tools, const cJSON *kw, char *err, size_t errlen) {
+    cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(last, "content");
+    const char *content = cJSON_IsString(c) ? c->valuestring : "";
+    size_t a = 0, n = strlen(content);
+    while (a < n && isspace((unsigned char)content[a])) a++;
+    while (n > a && isspace((unsigned char)content[n - 1])) n--;
+    if (n > a) {
+        char *full = chat_template_apply(s->tpl, msgs, tools, kw, false, err, errlen);
+        if (!full) return NULL;
+        size_t flen = strlen(full);
+        for (size_t at = flen >= n - a ? flen - (n - a) + 1 : 0; at-- > 0;)
+            if (strip_eq(full, at, content + a, n - a)) {
+                /* keep trailing spacing when the template kept it */
+                size_t keep = strlen(content + a);
+                size_t end = at + (n - a);
+                if (at + keep <= flen && !memcmp(full + at, content + a, keep)) end = at + keep;
+                full[end] = 0;
+                return full;
+            }
+        free(full);
+    }
+    cJSON *rest = cJSON_DetachItemViaPointer(msgs, last);
+    char *out = chat_template_apply(s->tpl, msgs, tools, kw, true, err, errlen);
+    cJSON_AddItemToArray(msgs, rest);
+    if (!out) return NULL;
+    size_t on = strlen(out), cn = strlen(content);
+    char *r = realloc(out, on + cn + 1);
+    if (!r) { free(out); snprintf(err, errlen, "out of memory"); return NULL; }
+    memcpy(r + on, content, cn + 1);
+    return r;
+}
+
+/* Null contents (beside tool_calls) made ""; whether there were any. */
+static bool nulls_to_empty(cJSON *msgs) {
+    bool any = false;
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsNull(c)) {
+            cJSON *v = cJSON_CreateString("");
+            if (v && cJSON_ReplaceItemInObjectCaseSensitive(m, "content", v)) any = true;
+            else cJSON_Delete(v);
+        }
+    }
+    return any;
+}
+
+char *prompt_render_chat(const server *s, const cJSON *body, api_error *e) {
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(body, "tools");
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(body, "chat_template_kwargs");
+    const cJSON *agp = cJSON_GetObjectItemCaseSensitive(body, "add_generation_prompt");
+    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) {
+        api_fail(e, 400, "tools", "invalid_type", "'tools' must be a list");
+        return NULL;
+    }
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw)) {
+        api_fail(e, 400, "chat_template_kwargs", "invalid_type", "'chat_template_kwargs' must be an object");
+        return NULL;
+    }
+    if (agp && !cJSON_IsBool(agp)) {
+        api_fail(e, 400, "add_generation_prompt", "invalid_type", "'add_generation_prompt' must be a boolean");
+        return NULL;
+    }
+    cJSON *msgs = norm_messages(s, cJSON_GetObjectItemCaseSensitive(body, "messages"), e);
+    if (!msgs) return NULL;
+    if (tools && cJSON_GetArraySize(tools) == 0) tools = NULL;
+    char err[600];
+    const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(last, "role");
+    bool prefill = !strcmp(role->valuestring, "assistant") && !cJSON_GetObjectItemCaseSensitive(last, "tool_calls");
+    bool gen = !agp || cJSON_IsTrue(agp);
+    char *out = prefill ? render_prefill(s, msgs, tools, kw, err, sizeof err)
+                        : chat_template_apply(s->tpl, msgs, tools, kw, gen, err, sizeof err);
+    if (!out && nulls_to_empty(msgs))   /* a template that cannot take a null content (minja's polyfill) */
+        out = prefill ? render_prefill(s, msgs, tools, kw, err, sizeof err)
+                      : chat_template_apply(s->tpl, msgs, tools, kw, gen, err, sizeof err);
+    if (!out) api_fail(e, 400, "messages", "invalid_value", "%s", err);
+    cJSON_Delete(msgs);
+    return out;
+}
+
+/* ---- the template ---------------------------------------------------------------- */
+chat_template *prompt_load_template(const server_opts *o, const model *m, const char **what, char *err, size_t errlen) {
+    const char *name = o->chat_template_file ? o->chat_template_file : o->chat_template, *src = NULL;
+    char *file = NULL, terr[512];
+    if (name && (src = chat_template_builtin(name))) {
+        *what = name;
+    } else if (name) {
+        FILE *f = fopen(name, "rb");
+        size_t n = 0, cap = 0;
+        for (int ch; f && (ch = fgetc(f)) != EOF;) {
+            if (n + 1 >= cap) {
+                char *q = realloc(file, cap = cap ? cap * 2 : 4096);
+                if (!q) { free(file); file = NULL; break; }
+                file = q;
+            }
+            file[n++] = (char)ch;
+        }
+        if (f) fclose(f);
+        if (f && !file && n == 0) file = calloc(1, 1);
+        if (!f || !file) { snprintf(err, errlen, "cannot read the chat template file %s", name); free(file); return NULL; }
+        file[n] = 0;
+        src = file;
+        *what = name;
+    } else if (m->chat_template) {
+        src = m->chat_template;
+        *what = "the model's own";
+    } else {
+        fprintf(stderr, "hearth: warning: the model has no chat template; chat requests use chatml (--chat-template picks another)\n");
+        src = chat_template_builtin("chatml");
+        *what = "chatml";
+    }
+    const tokenizer *t = m->tok;
+    const char *bos = tokenizer_bos(t) >= 0 ? tokenizer_token_text(t, tokenizer_bos(t)) : NULL;
+    const char *eos = tokenizer_eos(t) >= 0 ? tokenizer_token_text(t, tokenizer_eos(t)) : NULL;
+    chat_template *tpl = chat_template_load(src, bos, eos, terr, sizeof terr);
+    if (!tpl) snprintf(err, errlen, "%s%s: %s", name ? name : *what, name ? "" : " chat template", terr);
+    free(file);
+    return tpl;
 }
 
 /* ---- text and ids ------------------------------------------------------------------ */

@@ -9,8 +9,16 @@
 #include "server/errors.h"
 #include "server/server.h"
 
-/* The messages rendered with the server's chat template (malloc'd), or NULL with e. */
-char *prompt_render_chat(const server *s, const cJSON *messages, api_error *e);
+/* A chat request's prompt text (malloc'd), or NULL with e: body's messages,
+ * tools, chat_template_kwargs and add_generation_prompt (default true)
+ * through the server's chat template. A final assistant message is
+ * continued (prefill). The same for /v1/chat/completions and /apply-template. */
+char *prompt_render_chat(const server *s, const cJSON *body, api_error *e);
+/* The chat template a model's server uses: --chat-template-file, else
+ * --chat-template (a built-in name or a file), else the model's own, else
+ * chatml with a warning. NULL with err naming the template, the line and the
+ * construct when it does not parse. *what: where it came from, for the log. */
+struct chat_template *prompt_load_template(const server_opts *o, const model *m, const char **what, char *err, size_t errlen);
 /* Tokenize; the count, or -1 with e. *out is malloc'd (free it). */
 int prompt_tokenize(const server *s, const char *text, size_t len, bool add_special, bool parse_special,
                     int32_t **out, api_error *e);

@@ -83,7 +83,7 @@ void route_props(server *s, http_req *r, const cJSON *body) {
     cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
     cJSON_AddStringToObject(o, "model_path", s->o.model_path ? s->o.model_path : "");
     cJSON_AddStringToObject(o, "model_alias", s->model_id);
-    cJSON_AddStringToObject(o, "chat_template", chat_template_name(s->tpl));
+    cJSON_AddStringToObject(o, "chat_template", chat_template_source(s->tpl));   /* the Jinja source, as llama-server */
     cJSON_AddStringToObject(o, "build_info", "hearth " HEARTH_VERSION);
     cJSON *mod = cJSON_AddObjectToObject(o, "modalities");
     cJSON_AddBoolToObject(mod, "vision", false);

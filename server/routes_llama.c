@@ -135,7 +135,7 @@ void route_detokenize(server *s, http_req *r, const cJSON *body) {
 
 void route_apply_template(server *s, http_req *r, const cJSON *body) {
     api_error e;
-    char *text = prompt_render_chat(s, cJSON_GetObjectItemCaseSensitive(body, "messages"), &e);
+    char *text = prompt_render_chat(s, body, &e);
     if (!text) { api_error_respond(r, &e); return; }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "prompt", utf8_json_string(text, strlen(text)));

@@ -48,7 +48,7 @@ void route_chat(server *s, http_req *r, const cJSON *body) {
     if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_CHAT, &o, &e) ||
         !chat_tools_parse(body, s->o.reasoning_format, &t, &e) || (cJSON_IsArray(msgs) && !chat_messages_check_tools(msgs, &e)))
         goto fail;
-    if (!(text = prompt_render_chat(s, msgs, &e))) goto fail;
+    if (!(text = prompt_render_chat(s, body, &e))) goto fail;
     output_parsing(s, &t, text, &o);
     n = prompt_text_may_fit(s, strlen(text), "messages", &e) ? prompt_tokenize(s, text, strlen(text), true, true, &ids, &e) : -1;
     free(text);

@@ -74,6 +74,7 @@ static const struct binding { const char *key; size_t off; } bindings[] = {
     { "cors-origin", offsetof(server_opts, cors_origin) },
     { "chat-template", offsetof(server_opts, chat_template) },
     { "reasoning-format", offsetof(server_opts, reasoning_name) },
+    { "chat-template-file", offsetof(server_opts, chat_template_file) },
     { "log-format", offsetof(server_opts, log_format) },
     { "backend", offsetof(server_opts, backend) },
     { "prompt-cache", offsetof(server_opts, prompt_cache) },
@@ -166,9 +167,13 @@ static int parse_flags(serve_state *st, int argc, char **argv) {
     if (!o->n_threads) o->n_threads = pool_default_threads();
     o->log_json = !strcmp(o->log_format, "json");
     o->reasoning_format = reasoning_format_from_name(o->reasoning_name);
-    if (o->chat_template && chat_template_from_name(o->chat_template) < 0) {
-        fprintf(stderr, "hearth serve: unknown chat template '%s' (chatml, llama3, llama2, mistral, gemma, phi3, zephyr)\n",
-                o->chat_template);
+    if (o->chat_template && !chat_template_builtin(o->chat_template) && access(o->chat_template, R_OK)) {
+        fprintf(stderr, "hearth serve: --chat-template '%s' is neither a built-in template (%s) nor a readable file\n",
+                o->chat_template, chat_template_builtin_names());
+        return 2;
+    }
+    if (o->chat_template_file && access(o->chat_template_file, R_OK)) {
+        fprintf(stderr, "hearth serve: --chat-template-file: cannot read '%s'\n", o->chat_template_file);
         return 2;
     }
     if ((o->api_key_list || o->api_key_file) && !load_keys(st, o->api_key_list, o->api_key_file)) return 2;

@@ -23,7 +23,8 @@ typedef struct server_opts {
     int n_parallel, n_ctx, n_batch, n_batch_decoding, n_threads, queue_max;
     const char *alias;
     const char *cors_origin;
-    const char *chat_template;
+    const char *chat_template;           /* a built-in name or a file */
+    const char *chat_template_file;
     const char *reasoning_name;          /* --reasoning-format */
     int reasoning_format;                /* derived from it (server/reasoning.h) */
     const char *log_format;              /* "text" or "json" */
@@ -52,7 +53,8 @@ typedef struct server {
     model *model;             /* NULL while loading */
     engine *engine;           /* NULL while loading */
     int n_ctx;                /* per slot, after clamping to the model */
-    int tpl;                  /* chat template id */
+    struct chat_template *tpl;   /* parsed at load (engine/text/chat_template.h) */
+    const char *tpl_name;     /* where it came from, for the log */
     int tool_fmt;             /* how the model writes tool calls (tool_format) */
     char *model_id;           /* the name /v1/models reports */
     char *model_file;         /* the file's base name */

@@ -28,9 +28,9 @@
 #include <stddef.h>
 #include <cjson/cJSON.h>
 
-#define JINJA_MAX_DEPTH 64
+#define JINJA_MAX_DEPTH 32
 #define JINJA_MAX_OUTPUT ((size_t)16 << 20)
-#define JINJA_MAX_STEPS 20000000L
+#define JINJA_MAX_STEPS 5000000L
 
 typedef struct jinja_template jinja_template;
 

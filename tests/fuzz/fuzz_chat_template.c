@@ -1,108 +1,86 @@
-/* libFuzzer target for the chat templates. Built and run by tests/fuzz/run.
- *
- * Input: byte 0 picks the template id (-1 .. TPL_COUNT, the two ends
- * invalid); byte 1: add_assistant (bit 0), bos (bits 1-2) and eos (bits 3-4)
- * from a small set that includes NULL and "". The rest is split on 0x1E
- * into messages: each one's first byte picks its role from a set that
- * includes invalid ones (NULL, "", "User", "ipython"), the rest is the
- * content (cut at a NUL, as a C string is). Checks:
- *   - render succeeds exactly when the id and every role are valid and
- *     "tool" only goes to a template that has a place for it; a failure
- *     comes with a one-line message;
- *   - on success every message's content, trimmed as the templates trim,
- *     appears in the output;
- *   - chat_template_detect on the whole input as a string gives -1 or a
- *     template whose name maps back to it. */
+/* libFuzzer target: a chat request's messages (the input as JSON, or a
+ * conversation built from its bytes when it is not JSON) through every
+ * built-in chat template with chat_template_apply, tools and kwargs from the
+ * same bytes. Checks:
+ *   - it returns a NUL-terminated prompt or fails with a one-line message,
+ *     never both, never neither, never a crash (the sanitizers watch the rest);
+ *   - on success with plain string contents, every user message's content
+ *     (trimmed) is in the prompt for the families that keep them all. */
 #include "engine/text/chat_template.h"
-
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static const char *const names[] = { "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "phi4", "zephyr" };
+#define N (sizeof names / sizeof *names)
+static chat_template *tpls[N];
 
-enum { MAX_MSGS = 64 };
-
-static const char *const roles[8] = {"system", "user", "assistant", "tool", NULL, "", "User", "ipython"};
-static const char *const bos_set[4] = {NULL, "", "<s>", "<|begin_of_text|>"};
-static const char *const eos_set[4] = {NULL, "", "</s>", "<|eot_id|>"};
-
-static bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-}
-
-/* The content with white space trimmed at both ends, as a (ptr, len). */
-static const char *trimmed(const char *s, size_t *len) {
-    size_t n = strlen(s), i = 0;
-    while (i < n && is_space(s[i])) i++;
-    while (n > i && is_space(s[n - 1])) n--;
-    *len = n - i;
-    return s + i;
-}
-
-static void detect(const uint8_t *data, size_t size) {
-    char *src = malloc(size + 1);
-    memcpy(src, data, size);
-    src[size] = 0;
-    int d = chat_template_detect(src);
-    if (d < -1 || d >= TPL_COUNT) abort();
-    if (d >= 0 && chat_template_from_name(chat_template_name(d)) != d) abort();
-    int id = chat_template_from_name(src);
-    if (id >= 0 && strcmp(chat_template_name(id), src) != 0) abort();
-    free(src);
+static cJSON *conversation(const uint8_t *d, size_t n) {
+    static const char *const roles[] = { "system", "user", "assistant", "tool", "narrator" };
+    cJSON *m = cJSON_CreateArray();
+    size_t i = 0;
+    while (i < n && cJSON_GetArraySize(m) < 16) {
+        uint8_t h = d[i++];
+        size_t len = h >> 3;
+        if (len > n - i) len = n - i;
+        char text[64];
+        memcpy(text, d + i, len);
+        text[len] = 0;
+        i += len;
+        cJSON *msg = cJSON_CreateObject();
+        cJSON_AddStringToObject(msg, "role", roles[h % 5]);
+        if (h & 4) cJSON_AddNullToObject(msg, "content");
+        else cJSON_AddStringToObject(msg, "content", text);
+        cJSON_AddItemToArray(m, msg);
+    }
+    return m;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    detect(data, size);
-    if (size < 2) return 0;
-    int id = (int)(data[0] % (TPL_COUNT + 2)) - 1;
-    bool add_assistant = data[1] & 1;
-    const char *bos = bos_set[(data[1] >> 1) & 3], *eos = eos_set[(data[1] >> 3) & 3];
-    const uint8_t *p = data + 2, *end = data + size;
-
-    /* one buffer holds every content NUL-terminated */
-    char *text = malloc(size);
-    chat_msg msgs[MAX_MSGS];
-    int n = 0;
-    size_t used = 0;
-    bool roles_ok = true;
-    while (p < end && n < MAX_MSGS) {
-        const uint8_t *sep = memchr(p, 0x1E, (size_t)(end - p));
-        const uint8_t *stop = sep ? sep : end;
-        const char *role = roles[p[0] % 8];
-        if (p[0] == 0x1E) role = "user";     /* an empty piece */
-        size_t len = stop > p ? (size_t)(stop - p) - 1 : 0;
-        memcpy(text + used, p + 1, len);
-        text[used + len] = 0;
-        msgs[n].role = role;
-        msgs[n].content = text + used;
-        used += len + 1;
-        bool tool_ok = id == TPL_CHATML || id == TPL_LLAMA3;
-        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
-                      (strcmp(role, "tool") || !tool_ok)))
-            roles_ok = false;
-        n++;
-        p = sep ? sep + 1 : end;
-    }
-
-    char err[256] = "";
-    char *out = chat_template_render(id, msgs, n, add_assistant, bos, eos, err, sizeof err);
-    bool expect_ok = id >= 0 && id < TPL_COUNT && roles_ok;
-    if ((out != NULL) != expect_ok) {
-        fprintf(stderr, "template %d: render %s (%s)\n", id, out ? "succeeded" : "failed", err);
-        abort();
-    }
-    if (!out && (!err[0] || strchr(err, '\n'))) abort();
-    for (int i = 0; out && i < n; i++) {
-        size_t len;
-        const char *c = trimmed(msgs[i].content, &len);
-        if (len && !memmem(out, strlen(out), c, len)) {
-            fprintf(stderr, "template %s: message %d's content is missing from the output\n", chat_template_name(id), i);
-            abort();
+    if (!tpls[0])
+        for (size_t i = 0; i < N; i++) {
+            char err[256];
+            if (!(tpls[i] = chat_template_load(chat_template_builtin(names[i]), "<s>", "</s>", err, sizeof err))) {
+                fprintf(stderr, "%s: %s\n", names[i], err);
+                abort();
+            }
         }
+    char *s = malloc(size + 1);
+    memcpy(s, data, size);
+    s[size] = 0;
+    cJSON *msgs = cJSON_Parse(s);
+    if (!cJSON_IsArray(msgs)) { cJSON_Delete(msgs); msgs = conversation(data, size); }
+    cJSON *kw = cJSON_CreateObject();
+    cJSON_AddBoolToObject(kw, "enable_thinking", size & 1);
+    cJSON *tools = size & 2 ? cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{}}}]") : NULL;
+    for (size_t i = 0; i < N; i++) {
+        char err[256] = "";
+        char *out = chat_template_apply(tpls[i], msgs, tools, kw, size & 4, err, sizeof err);
+        if (!out == !err[0]) { fprintf(stderr, "%s: result %p with err '%s'\n", names[i], (void *)out, err); abort(); }
+        if (strchr(err, '\n') && !out) { fprintf(stderr, "%s: a multi-line error: %s\n", names[i], err); abort(); }
+        if (out && i != 6 && i != 2 && i != 3 && i != 4) {   /* families that print every message as given */
+            const cJSON *m;
+            cJSON_ArrayForEach(m, msgs) {
+                const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+                const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+                if (!cJSON_IsString(r) || strcmp(r->valuestring, "user") || !cJSON_IsString(c)) continue;
+                const char *a = c->valuestring;
+                size_t n = strlen(a);
+                while (*a == ' ' || *a == '\n' || *a == '\t' || *a == '\r' || *a == '\f' || *a == '\v') { a++; n--; }
+                while (n && (a[n - 1] == ' ' || a[n - 1] == '\n' || a[n - 1] == '\t' || a[n - 1] == '\r' ||
+                             a[n - 1] == '\f' || a[n - 1] == '\v')) n--;
+                char *want = strndup(a, n);
+                if (!strstr(out, want)) { fprintf(stderr, "%s: user content '%s' missing\n", names[i], want); abort(); }
+                free(want);
+            }
+        }
+        free(out);
     }
-    free(out);
-    free(text);
+    cJSON_Delete(tools);
+    cJSON_Delete(kw);
+    cJSON_Delete(msgs);
+    free(s);
     return 0;
 }

@@ -149,11 +149,21 @@ GET_ROUTE(route_cache)
 /* ---- the servers ------------------------------------------------------------------ */
 static model models[FUZZ_N_VOCABS];
 static server srv;
+static const char *const tpl_names[] = { "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "phi4", "zephyr" };
+#define N_TPL (sizeof tpl_names / sizeof *tpl_names)
+static chat_template *tpls[N_TPL];
 static _Alignas(64) char engine_stand_in[64];   /* the router only checks that there is an engine */
 
 static void setup(void) {
     if (srv.engine) return;
     fuzz_load_vocabs();
+    for (size_t i = 0; i < N_TPL; i++) {
+        char err[256];
+        if (!(tpls[i] = chat_template_load(chat_template_builtin(tpl_names[i]), "<s>", "</s>", err, sizeof err))) {
+            fprintf(stderr, "%s: %s\n", tpl_names[i], err);
+            abort();
+        }
+    }
     for (int i = 0; i < FUZZ_N_VOCABS; i++) {
         models[i].tok = fuzz_vocabs[i];
         models[i].p.n_vocab = tokenizer_n_vocab(fuzz_vocabs[i]);
@@ -176,7 +186,7 @@ static uint32_t hash(const uint8_t *d, size_t n) {
 /* ---- checks ------------------------------------------------------------------------- */
 static void fail(const http_req *r, const char *why) {
     fprintf(stderr, "%s: %s (vocabulary %s, template %s, n_ctx %d, n_batch %d)\nanswer %d: %s\n", r->path, why,
-            srv.model->name, chat_template_name(srv.tpl), srv.n_ctx, srv.o.n_batch, r->status,
+            srv.model->name, srv.tpl_name, srv.n_ctx, srv.o.n_batch, r->status,
             r->answer ? r->answer : "(none)");
     abort();
 }
@@ -293,7 +303,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint32_t h = hash(data, size);
     static const int n_ctx[3] = {16, 256, 4096}, n_batch[3] = {4, 64, 512};
     srv.model = &models[h % FUZZ_N_VOCABS];
-    srv.tpl = (int)((h >> 2) % TPL_COUNT);
+    srv.tpl = tpls[(h >> 2) % N_TPL];
+    srv.tpl_name = tpl_names[(h >> 2) % N_TPL];
     srv.n_ctx = n_ctx[(h >> 8) % 3];
     srv.o.n_batch = n_batch[(h >> 10) % 3];
 

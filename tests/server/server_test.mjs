@@ -3,7 +3,7 @@
 // and completions, llama.vim's /infill requests, disconnects, auth, bad
 // input, shutdown. Prints one line per test and "N passed, N failed".
 // Usage: node server_test.mjs [name-filter]
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import net from 'node:net';
@@ -192,7 +192,7 @@ test('health, models, props, slots', async () => {
   assertError(await get(s, '/v1/models/nope'), 404, 'model', 'unknown model id');
   const p = await get(s, '/props');
   eq(p.json.total_slots, 2, 'total_slots'); eq(p.json.n_ctx, 512, 'n_ctx');
-  eq(p.json.chat_template, 'chatml', 'fallback template');
+  assert(p.json.chat_template.includes('<|im_start|>'), 'fallback template: chatml source');
   const sl = await slots(s);
   eq(sl.length, 2, 'slots'); eq(sl.map((x) => x.is_processing), [false, false], 'idle');
   eq(sl[0].n_ctx, 512, 'slot n_ctx');
@@ -843,7 +843,7 @@ test('/infill as llama.vim sends it, with cache warm-up (qwen3)', async () => {
   const a = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'héllo wörld ✓' }], max_tokens: 24, temperature: 1, seed: 3 });
   const b = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'héllo wörld ✓' }], max_tokens: 24, temperature: 1, seed: 3, stream: true });
   eq(dataJson(sse(b.body)).map((c) => (c.choices[0] && c.choices[0].delta.content) || '').join(''), a.json.choices[0].message.content, 'stream == whole');
-  eq((await get(s, '/props')).json.chat_template, 'chatml', 'qwen3 template detected');
+  assert((await get(s, '/props')).json.chat_template.includes('enable_thinking'), "the model's own template");
   await stopClean(s);
 });
 
@@ -878,6 +878,69 @@ test('a bad model path fails cleanly', async () => {
   const code = await new Promise((res) => proc.on('exit', res));
   eq(code, 1, 'exit status');
   assert(/missing\.gguf/.test(err), 'names the file');
+});
+
+test("chat templates: the model's own Jinja (qwen3): kwargs, thinking, tools, prefill, parts", async () => {
+  const s = await startServer(['-np', '1', '-c', '2048'], QWEN3);
+  const at = async (body) => { const r = await post(s, '/apply-template', body); eq(r.status, 200, `apply-template ${r.body}`); return r.json.prompt; };
+  const user = [{ role: 'user', content: 'hi' }];
+  eq(await at({ messages: user }), '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n', 'plain');
+  eq(await at({ messages: user, chat_template_kwargs: { enable_thinking: false } }),
+     '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n', 'enable_thinking false via the template');
+  // an earlier turn's <think> block is dropped by the template
+  const hist = await at({ messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: '<think>\nsecret\n</think>\n\nanswer' }, { role: 'user', content: 'b' }] });
+  assert(!hist.includes('secret') && hist.includes('answer'), `think stripped: ${hist}`);
+  // tools, an assistant tool call with arguments as a JSON string, the tool result
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const tp = await at({ tools, messages: [{ role: 'user', content: 'Paris?' },
+    { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'c1', content: '18C' }] });
+  assert(tp.includes('<tools>') && tp.includes('"name": "get_weather"'), `tools in the prompt: ${tp}`);
+  assert(tp.includes('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'), `tool call in history: ${tp}`);
+  assert(tp.includes('<tool_response>\n18C\n</tool_response>'), `tool result: ${tp}`);
+  // text parts joined with "\n"
+  const mp = await at({ messages: [{ role: 'user', content: [{ type: 'text', text: 'one' }, { type: 'text', text: 'two' }] }] });
+  assert(mp.includes('one\ntwo'), `parts: ${mp}`);
+  // a final assistant message is continued, not closed
+  const pf = await at({ messages: [{ role: 'user', content: 'Count' }, { role: 'assistant', content: 'One, two,' }] });
+  assert(pf.endsWith('One, two,'), `prefill: ${JSON.stringify(pf)}`);
+  // the chat route renders the same prompt: same token count
+  const body = { messages: [{ role: 'user', content: 'Paris?' }, { role: 'assistant', content: 'It is' }], chat_template_kwargs: { enable_thinking: false }, max_tokens: 1 };
+  const tk = await post(s, '/tokenize', { content: await at(body), add_special: true, parse_special: true });
+  const ch = await post(s, '/v1/chat/completions', body);
+  eq(ch.json.usage.prompt_tokens, tk.json.tokens.length, 'chat prompt == apply-template prompt');
+  // bad shapes are 400s
+  assertError(await post(s, '/apply-template', { messages: user, chat_template_kwargs: 3 }), 400, 'chat_template_kwargs', 'kwargs type');
+  assertError(await post(s, '/apply-template', { messages: user, tools: {} }), 400, 'tools', 'tools type');
+  await stopClean(s);
+});
+
+test('--chat-template NAME|FILE, a template that does not parse, hearth template', async () => {
+  const s = await startServer(['--chat-template', 'llama3'], QWEN3);
+  const r = await post(s, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] });
+  assert(r.json.prompt.endsWith('<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'), `llama3: ${r.json.prompt}`);
+  await stopClean(s);
+  const file = path.join(TMP, 'mine.jinja');
+  writeFileSync(file, '{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[bot] {% endif %}');
+  const s2 = await startServer(['--chat-template-file', file], QWEN3);
+  eq((await post(s2, '/apply-template', { messages: [{ role: 'user', content: 'hi' }] })).json.prompt, '[user] hi\n[bot] ', 'file');
+  await stopClean(s2);
+  const bad = path.join(TMP, 'bad.jinja');
+  writeFileSync(bad, 'ok\n{% for m in messages %}\n{{ m.content }\n{% endfor %}');
+  const proc = spawn(BIN, ['serve', '-m', QWEN3, '--port', '0', '--prompt-cache', 'off', '--chat-template', bad], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr.on('data', (d) => { err += d; });
+  eq(await new Promise((res) => proc.on('exit', res)), 1, 'a template that does not parse stops the server');
+  assert(/line 3/.test(err), `names the line: ${err}`);
+  // hearth template -m renders the model's own template, exactly
+  const vars = path.join(TMP, 'vars.json');
+  writeFileSync(vars, JSON.stringify({ messages: [{ role: 'user', content: 'hi' }], add_generation_prompt: true, enable_thinking: false }));
+  const out = spawnSync(BIN, ['template', '-m', QWEN3, '--vars', vars], { encoding: 'utf8' });
+  eq(out.status, 0, `hearth template: ${out.stderr}`);
+  eq(out.stdout, '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n', 'hearth template output');
+  const e2 = spawnSync(BIN, ['template', '-f', bad], { encoding: 'utf8' });
+  eq(e2.status, 1, 'exit 1 on a bad template');
+  assert(/line 3/.test(e2.stderr) && e2.stdout === '', `error on stderr: ${e2.stderr}`);
 });
 
 // ---- run ------------------------------------------------------------------------------
