@@ -102,7 +102,7 @@ static void test_filters(void) {
        "{\"a\":1,\"b\":\"x\",\"c\":[1,2],\"n\":null}|{\"a\": 2, \"b\": 1}");
     eq("{{ 'é\"\\n<>&' | tojson }}|{{ [] | tojson(indent=2) }}|{{ {} | tojson }}", "\"é\\\"\\n<>&\"|[]|{}");
     eq("{{ '  x ' | trim }}|{{ s | upper }}|{{ s | lower }}|{{ 'hello world' | title }}|{{ 'hELLO' | capitalize }}",
-       "x|HELLO|hello|Hello World|Hello");
+       "x|HELLO|hello|Hello World|HELLO");
     eq("{{ s | length }}|{{ l | length }}|{{ d | length }}|{{ 'abc' | replace('b', 'X') }}", "5|5|4|aXc");
     eq("{{ l | join(',') }}|{{ [1, 2] | join }}|{{ messages | map(attribute='role') | join(' ') }}", "1,a,,true,2.5|12|system user assistant");
     eq("{{ l | first }}|{{ l | last }}|{{ d | items | list }}", "1|2.5|[[\"a\", 1], [\"b\", \"x\"], [\"c\", [1, 2]], [\"n\", null]]");

@@ -175,9 +175,12 @@ jv jcall(jctx *c, const jv *fn, jargs *a, int line) {
 /* ---- operators ------------------------------------------------------------------------ */
 static jv arith(jctx *c, jop op, const jv *x, const jv *y, int line) {
     if (op == OP_ADD) {
-        /* a string and a string, number or boolean concatenate (as the reference does) */
+        /* a string and a string, number, boolean, list or dict concatenate, the
+         * container as its JSON (as minja, so a DeepSeek template's
+         * `'...' + arguments` shows the arguments object) */
         bool xs = x->t == JV_STR, ys = y->t == JV_STR;
-        if ((xs && (ys || jv_is_num(y))) || (ys && jv_is_num(x))) return jv_concat(c, x, y);
+        bool xo = jv_is_num(x) || x->t == JV_LIST || x->t == JV_DICT, yo = jv_is_num(y) || y->t == JV_LIST || y->t == JV_DICT;
+        if ((xs && (ys || yo)) || (ys && xo)) return jv_concat(c, x, y);
         if (x->t == JV_LIST && y->t == JV_LIST) {
             jv l = jv_list(c);
             for (size_t i = 0; i < x->u.l->n; i++) jl_push(c, l.u.l, x->u.l->v[i]);

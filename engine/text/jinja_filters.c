@@ -60,7 +60,7 @@ static jv map_str(jctx *c, const jv *s, int how) {   /* 0 upper, 1 lower, 2 capi
         switch (how) {
         case 0: p[i] = (char)toupper(ch); break;
         case 1: p[i] = (char)tolower(ch); break;
-        case 2: p[i] = (char)(i == 0 ? toupper(ch) : tolower(ch)); break;
+        case 2: p[i] = (char)(i == 0 ? toupper(ch) : ch); break;   /* the reference keeps the rest as is */
         default:   /* str.title, as the reference renders the filter */
             p[i] = (char)(start ? toupper(ch) : tolower(ch));
             start = !(isalpha(ch) || ch >= 0x80);

@@ -44,7 +44,7 @@ static jv m_case(jctx *c, const jv *s, int how) {   /* 0 upper 1 lower 2 capital
         switch (how) {
         case 0: r = toupper(ch); break;
         case 1: r = tolower(ch); break;
-        case 2: r = i == 0 ? toupper(ch) : tolower(ch); break;
+        case 2: r = i == 0 ? toupper(ch) : ch; break;   /* as the reference: the rest as is */
         case 3: r = prev_alpha ? tolower(ch) : toupper(ch); prev_alpha = isalpha(ch) || ch >= 0x80; break;
         default: r = isupper(ch) ? tolower(ch) : toupper(ch); break;
         }

@@ -37,6 +37,14 @@ const varsets = [];
 for (const f of fs.readdirSync(path.join(here, 'vars')).sort())
   if (f.endsWith('.json')) varsets.push({ name: f, vars: JSON.parse(fs.readFileSync(path.join(here, 'vars', f), 'utf8')) });
 
+// Pairs where the reference's output is not a prompt anyone wants, so the
+// pair is left out: a dict joined to a string prints as "[object Map]"
+// there (hearth prints its JSON, as llama-server's minja does).
+const known = {
+  'deepseek-r1-distill.jinja': { 'tools.json': 'tool arguments object + string' },
+  'deepseek-v3.1.jinja': { 'tools.json': 'tool arguments object + string' },
+};
+
 let cases = 0, failed = 0, both_err = 0, lenient = 0;
 for (const t of templates) {
   const tfile = path.join(tmp, 'tpl.jinja');
@@ -47,6 +55,7 @@ for (const t of templates) {
   const only = /\{#-?\s*vars:([^#]*)#\}/.exec(t.src);
   const sets = only ? varsets.filter((v) => only[1].split(/\s+/).includes(v.name)) : varsets.filter((v) => !v.name.startsWith('x_'));
   for (const v of sets) {
+    if (known[t.name] && known[t.name][v.name]) continue;
     const vars = { bos_token: t.bos ?? '<s>', eos_token: t.eos ?? '</s>', ...v.vars };
     let want = null, werr = null;
     if (parsed) {
