@@ -3,6 +3,7 @@
 #define HEARTH_COMMANDS_H
 
 int cmd_run(int argc, char **argv);      /* cli_run.c */
+int cmd_chat(int argc, char **argv);     /* cli_chat.c */
 int cmd_info(int argc, char **argv);     /* cli_info.c */
 int cmd_bench(int argc, char **argv);    /* cli_bench.c */
 int cmd_mkmodel(int argc, char **argv);  /* cli_mkmodel.c */
