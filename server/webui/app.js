@@ -255,7 +255,7 @@ async function send(text) {
   state.abort = ctl;
   setBusy(true);
   const t0 = performance.now();
-  let tFirst = 0, usage = null, timings = null, n = 0, finish = '';
+  let tFirst = 0, usage = null, timings = null, n = 0, finish = '', model = '';
   try {
     const r = await fetch('/v1/chat/completions', { method: 'POST', headers: headers(), body: JSON.stringify(requestBody()), signal: ctl.signal });
     if (r.status === 401) {
@@ -268,6 +268,7 @@ async function send(text) {
     for await (const chunk of sse(r)) {
       if (chunk.error) throw new Error(chunk.error.message || 'error');
       if (chunk.usage) usage = chunk.usage;
+      if (chunk.model) model = chunk.model;
       if (chunk.timings) timings = chunk.timings;
       const ch = chunk.choices && chunk.choices[0];
       if (!ch) continue;
@@ -296,7 +297,7 @@ async function send(text) {
   const genMs = tFirst ? t1 - tFirst : 0;
   const tps = timings && timings.predicted_per_second ? timings.predicted_per_second : (genMs > 0 && gen > 1 ? (gen - 1) / (genMs / 1000) : 0);
   reply.stats = gen + ' tokens · first token ' + (tFirst ? Math.round(tFirst - t0) + ' ms' : '-') +
-    ' · ' + tps.toFixed(1) + ' tok/s · cached prompt ' + cached + (finish ? ' · ' + finish : '');
+    ' · ' + tps.toFixed(1) + ' tok/s · cached prompt ' + cached + (finish ? ' · ' + finish : '') + (model ? ' · ' + model : '');
   if (!reply.reasoning) delete reply.reasoning;
   if (!reply.tool_calls.length) delete reply.tool_calls;
   fillMessage(node, reply);

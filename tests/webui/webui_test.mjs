@@ -239,12 +239,13 @@ test('model text with markup renders as text: no script runs', async () => {
   await page.close();
 });
 
-test('the model picker lists /v1/models and the request names the pick', async () => {
+test('the model picker lists /v1/models; a switch sends the pick and the reply comes from it', async () => {
   const page = await openPage(main);
   const want = (await (await fetch(main.base + '/v1/models')).json()).data.map((m) => m.id);
   await waitFor(() => page.$eval('#model', (e) => e.options.length).catch(() => 0), 10000, 'the model list');
   const got = await page.$$eval('#model option', (l) => l.map((o) => o.value));
   assert(JSON.stringify(got) === JSON.stringify(want), `picker ${got} != ${want}`);
+  assert(want.length === 2, `two models served: ${want}`);
   const pick = want[want.length - 1];
   await page.select('#model', pick);
   let sent = null;
@@ -257,9 +258,15 @@ test('the model picker lists /v1/models and the request names the pick', async (
   await sendMessage(page, 'hello');
   await waitFor(async () => (await lastReply(page)).stats !== '', 30000, 'the reply');
   assert(sent && sent.model === pick && sent.stream === true, `request body: ${JSON.stringify(sent)}`);
+  const stats = (await lastReply(page)).stats;
+  assert(stats.endsWith(' · ' + pick), `the reply does not come from ${pick}: ${stats}`);
+  // and back to the first model
+  await page.select('#model', want[0]);
+  await sendMessage(page, 'hello again');
+  await waitFor(async () => { const r = await lastReply(page); return r.stats !== '' && r.stats.endsWith(' · ' + want[0]); }, 30000, 'a reply from the first model');
   await page.reload({ waitUntil: 'load' });
   await waitFor(() => page.$eval('#model', (e) => e.options.length).catch(() => 0), 10000, 'the model list');
-  assert((await page.$eval('#model', (e) => e.value)) === pick, 'the pick was not kept');
+  assert((await page.$eval('#model', (e) => e.value)) === want[0], 'the last pick was not kept over a reload');
   await page.close();
 });
 
@@ -308,7 +315,7 @@ test('--no-webui: / answers 404', async () => {
 // ---- run --------------------------------------------------------------------------
 mkdirSync(OUT, { recursive: true });
 let passed = 0, failed = 0;
-main = await startServer(['-c', '8192'], [await slowModel()]);
+main = await startServer(['-c', '8192'], [await slowModel(), STORIES]);
 for (const t of tests) {
   const t0 = Date.now();
   try {
