@@ -239,6 +239,37 @@ test('model text with markup renders as text: no script runs', async () => {
   await page.close();
 });
 
+test('reasoning is folded away and tool calls are shown', async () => {
+  const page = await openPage(main);
+  await page.setRequestInterception(true);
+  const canned = (req) => {
+    if (!req.url().endsWith('/v1/chat/completions')) { req.continue(); return; }
+    const ev = (delta, finish) => 'data: ' + JSON.stringify({ model: 'canned', choices: [{ index: 0, delta, finish_reason: finish || null }] }) + '\n\n';
+    const body = ev({ role: 'assistant', reasoning_content: 'Let me think ' }) + ev({ reasoning_content: 'about <b>it</b>.' }) +
+      ev({ content: 'The weather:' }) +
+      ev({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":' } }] }) +
+      ev({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] }) + ev({}, 'tool_calls') + 'data: [DONE]\n\n';
+    req.respond({ status: 200, contentType: 'text/event-stream', body });
+  };
+  page.on('request', canned);
+  await sendMessage(page, 'weather?');
+  await waitFor(async () => (await lastReply(page)).stats !== '', 10000, 'the canned reply');
+  const res = await page.evaluate(() => {
+    const m = [...document.querySelectorAll('#messages .msg')].pop();
+    const d = m.querySelector('details.reasoning');
+    return { folded: d && !d.open, reasoning: d ? d.textContent : '', tool: (m.querySelector('.tool-call') || {}).textContent,
+      content: m.querySelector('.content').textContent, bolds: m.querySelectorAll('b').length, stats: m.querySelector('.stats').textContent };
+  });
+  assert(res.folded && res.reasoning.includes('Let me think about <b>it</b>.'), `reasoning: ${JSON.stringify(res)}`);
+  assert(res.bolds === 0, 'reasoning markup became elements');
+  assert(res.tool === 'tool call: get_weather({"city":"Paris"})', `tool call: ${res.tool}`);
+  assert(res.content === 'The weather:' && /tool_calls/.test(res.stats), `content/stats: ${JSON.stringify(res)}`);
+  page.off('request', canned);
+  await page.setRequestInterception(false);
+  await page.click('#delete-chat');
+  await page.close();
+});
+
 test('the model picker lists /v1/models; a switch sends the pick and the reply comes from it', async () => {
   const page = await openPage(main);
   const want = (await (await fetch(main.base + '/v1/models')).json()).data.map((m) => m.id);
