@@ -6,60 +6,19 @@
 // stall another model's stream or /health, and RSS and file descriptors back
 // to their baseline after a load/unload loop.
 // Prints one line per test and "N passed, N failed".
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, readFileSync, readdirSync, copyFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, readFileSync, readdirSync, copyFileSync, mkdirSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { SHARED, assert, sleep, waitFor, startServer as serve, mkmodel as mk, runTests } from '../lib/hearth.mjs';
 
-const BIN = process.env.HEARTH_BIN;
-const SHARED = process.env.HEARTH_SHARED;
-if (!BIN || !SHARED) { console.error('HEARTH_BIN and HEARTH_SHARED must be set'); process.exit(1); }
 const STORIES = path.join(SHARED, 'models', 'stories260K.gguf');
 const QWEN2 = path.join(SHARED, 'fixtures', 'qwen2-tiny-Q8_0.gguf');
 const LLAMA3 = path.join(SHARED, 'fixtures', 'llama3-tiny-Q4_0.gguf');
 const TMP = mkdtempSync(path.join(tmpdir(), 'hearth-models-test-'));
+process.on('exit', () => rmSync(TMP, { recursive: true, force: true }));
 
-class AssertionError extends Error {}
-function assert(cond, msg) { if (!cond) throw new AssertionError(msg); }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new AssertionError(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-const servers = new Set();
-process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); rmSync(TMP, { recursive: true, force: true }); });
-
-async function startServer(args) {
-  const proc = spawn(BIN, ['serve', '--port', '0', '-t', '1', '-np', '2', '--prompt-cache', 'off', ...args],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-  const s = { proc, err: '', exited: null };
-  s.exitP = new Promise((res) => proc.on('exit', (code, sig) => { s.exited = { code, sig }; servers.delete(s); res(s.exited); }));
-  proc.stderr.on('data', (d) => { s.err += d; });
-  servers.add(s);
-  s.port = await waitFor(() => {
-    if (s.exited) throw new AssertionError(`server exited early: ${s.err}`);
-    const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    return m && Number(m[1]);
-  }, 30000, 'the listening line');
-  s.base = `http://127.0.0.1:${s.port}`;
-  await waitFor(async () => { try { return (await fetch(s.base + '/health')).status === 200; } catch { return false; } },
-    60000, 'GET /health 200');
-  s.stop = async () => {
-    if (s.exited) return s.exited;
-    proc.kill('SIGINT');
-    const t = setTimeout(() => proc.kill('SIGKILL'), 30000);
-    const e = await s.exitP;
-    clearTimeout(t);
-    return e;
-  };
-  return s;
-}
+const startServer = (args) => serve(['-t', '1', '-np', '2', '--prompt-cache', 'off', ...args]);
+const mkmodel = (name, args) => mk(path.join(TMP, name), args);
 async function post(s, route, body) {
   const r = await fetch(s.base + route, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   return { status: r.status, json: await r.json() };
@@ -100,13 +59,6 @@ function procStats(pid) {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const rss = Number(status.match(/VmRSS:\s+(\d+)/)[1]) * 1024;
   return { rss, fds: readdirSync(`/proc/${pid}/fd`).length };
-}
-function mkmodel(name, args) {
-  const out = path.join(TMP, name);
-  return new Promise((res, rej) => {
-    const p = spawn(BIN, ['mkmodel', '-o', out, ...args], { stdio: 'ignore' });
-    p.on('exit', (c) => (c === 0 ? res(out) : rej(new AssertionError(`mkmodel exit ${c}`))));
-  });
 }
 
 const tests = [];
@@ -263,8 +215,7 @@ test('a load/unload loop leaks neither memory nor file descriptors', async () =>
 test('a model that fails to load answers 500 and the server goes on', async () => {
   const bad = path.join(TMP, 'bad.gguf');
   copyFileSync(STORIES, bad);
-  const fd = await import('node:fs');
-  fd.truncateSync(bad, 1000);
+  truncateSync(bad, 1000);
   const s = await startServer(['-m', STORIES, '-m', bad]);
   try {
     const r = await post(s, '/v1/completions', { model: 'bad', prompt: 'Hi', max_tokens: 2 });
@@ -276,11 +227,4 @@ test('a model that fails to load answers 500 and the server goes on', async () =
   } finally { await s.stop(); }
 });
 
-let passed = 0, failed = 0;
-for (const t of tests) {
-  const t0 = Date.now();
-  try { await t.fn(); passed++; console.log(`ok   ${t.name} (${Date.now() - t0} ms)`); }
-  catch (e) { failed++; console.log(`FAIL ${t.name}: ${e.message}`); }
-}
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+process.exit((await runTests(tests)) ? 1 : 0);

@@ -5,76 +5,25 @@
 // markup renders as text (no script runs), the API-key prompt, --no-webui,
 // the page's size and first paint, and a screenshot.
 // Prints one line per test and "N passed, N failed".
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
+import { SHARED, assert, sleep, waitFor, startServer as serve, mkmodel, runTests } from '../lib/hearth.mjs';
 
-const BIN = process.env.HEARTH_BIN;
-const SHARED = process.env.HEARTH_SHARED;
 const OUT = process.env.HEARTH_BUILD_ROOT || tmpdir();
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-if (!BIN || !SHARED) { console.error('HEARTH_BIN and HEARTH_SHARED must be set'); process.exit(1); }
 const STORIES = path.join(SHARED, 'models', 'stories260K.gguf');
 const TMP = mkdtempSync(path.join(tmpdir(), 'hearth-webui-test-'));
+process.on('exit', () => rmSync(TMP, { recursive: true, force: true }));
 
-class AssertionError extends Error {}
-function assert(cond, msg) { if (!cond) throw new AssertionError(msg); }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new AssertionError(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-// ---- servers ------------------------------------------------------------------
-const servers = new Set();
-process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); rmSync(TMP, { recursive: true, force: true }); });
-
-async function startServer(extra = [], models = [STORIES]) {
-  const args = ['serve', ...models.flatMap((m) => ['-m', m]), '--port', '0', '-t', '1', '-np', '2',
-    '--prompt-cache', 'off', ...extra];
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const s = { proc, err: '', exited: null };
-  s.exitP = new Promise((res) => proc.on('exit', (code, sig) => { s.exited = { code, sig }; servers.delete(s); res(s.exited); }));
-  proc.stderr.on('data', (d) => { s.err += d; });
-  servers.add(s);
-  s.port = await waitFor(() => {
-    if (s.exited) throw new AssertionError(`server exited early: ${s.err}`);
-    const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    return m && Number(m[1]);
-  }, 30000, 'the listening line');
-  s.base = `http://127.0.0.1:${s.port}`;
-  await waitFor(async () => {
-    try { return (await fetch(s.base + '/health')).status === 200; } catch { return false; }
-  }, 120000, 'GET /health 200');
-  s.stop = async () => {
-    if (s.exited) return s.exited;
-    proc.kill('SIGINT');
-    const t = setTimeout(() => proc.kill('SIGKILL'), 30000);
-    const e = await s.exitP;
-    clearTimeout(t);
-    return e;
-  };
-  return s;
-}
+const startServer = (extra = [], models = [STORIES]) =>
+  serve([...models.flatMap((m) => ['-m', m]), '-t', '1', '-np', '2', '--prompt-cache', 'off', ...extra]);
 
 // a random-weight model big enough that a reply streams for seconds (the
 // stop test acts while it runs); its vocabulary is stories260K's
-async function slowModel() {
-  const out = path.join(TMP, 'slow.gguf');
-  await new Promise((res, rej) => {
-    const p = spawn(BIN, ['mkmodel', '-o', out, '--arch', 'llama', '--embd', '1024', '--layers', '6', '--heads', '8',
-      '--ff', '2816', '--ctx', '32768', '--mix', 'Q4_0', '--vocab-gguf', STORIES, '--name', 'slow'], { stdio: 'ignore' });
-    p.on('exit', (c) => (c === 0 ? res() : rej(new AssertionError(`mkmodel exit ${c}`))));
-  });
-  return out;
-}
+const slowModel = () => mkmodel(path.join(TMP, 'slow.gguf'), ['--arch', 'llama', '--embd', '1024', '--layers', '6',
+  '--heads', '8', '--ff', '2816', '--ctx', '32768', '--mix', 'Q4_0', '--vocab-gguf', STORIES, '--name', 'slow']);
 
 // ---- the browser ----------------------------------------------------------------
 const browser = await puppeteer.launch({
@@ -345,20 +294,8 @@ test('--no-webui: / answers 404', async () => {
 
 // ---- run --------------------------------------------------------------------------
 mkdirSync(OUT, { recursive: true });
-let passed = 0, failed = 0;
 main = await startServer(['-c', '8192'], [await slowModel(), STORIES]);
-for (const t of tests) {
-  const t0 = Date.now();
-  try {
-    await t.fn();
-    passed++;
-    console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL ${t.name}: ${e.message}`);
-  }
-}
+const failed = await runTests(tests);
 await main.stop();
 await browser.close();
-console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
