@@ -7,6 +7,7 @@
 #include "server/cli_args.h"
 #include "server/line_edit.h"
 #include "server/utf8.h"
+#include "server/prompt.h"
 #include "engine/sched/engine.h"
 #include "engine/synth/synth_model.h"
 #include "engine/text/chat_template.h"
@@ -28,6 +29,7 @@ static void usage(void) {
         "usage: hearth chat [-m MODEL.gguf] [options]\n"
         "  -m, --model PATH       GGUF model (default: the built-in demo model)\n"
         "  -s, --system TEXT      system prompt\n"
+        "  --chat-template NAME|FILE  a built-in template or a Jinja file (default: the model's own)\n"
         "  -n, --n-predict N      most tokens per reply (default: until the model ends its turn)\n"
         "  -c, --ctx-size N       context length (default 4096, at most the model's)\n"
         "  -t, --threads N        compute threads (default: physical cores)\n"
@@ -217,7 +219,7 @@ static bool command(chat *c, const char *line) {   /* false: leave */
 }
 
 int cmd_chat(int argc, char **argv) {
-    const char *model_path = NULL, *system = NULL, *v;
+    const char *model_path = NULL, *system = NULL, *template_name = NULL, *v;
     int n_predict = -1, n_ctx = 4096, n_threads = pool_default_threads();
     job_params params;
     job_params_default(&params);
@@ -227,6 +229,7 @@ int cmd_chat(int argc, char **argv) {
         if (r > 0) continue;
         if (arg_is(argc, argv, &i, "-m", "--model", &v)) { if (!(model_path = v)) return 2; }
         else if (arg_is(argc, argv, &i, "-s", "--system", &v)) { if (!(system = v)) return 2; }
+        else if (arg_is(argc, argv, &i, "--chat-template", NULL, &v)) { if (!(template_name = v)) return 2; }
         else if (arg_is(argc, argv, &i, "-n", "--n-predict", &v)) { if (!arg_int("-n", v, -1, 1 << 24, &n_predict)) return 2; }
         else if (arg_is(argc, argv, &i, "-c", "--ctx-size", &v)) { if (!arg_int("-c", v, 16, 1 << 22, &n_ctx)) return 2; }
         else if (arg_is(argc, argv, &i, "-t", "--threads", &v)) { if (!arg_int("-t", v, 1, 1024, &n_threads)) return 2; }
@@ -241,13 +244,11 @@ int cmd_chat(int argc, char **argv) {
     kernels_select();
     model *m = model_load(model_path, err, sizeof err);
     if (!m) { fprintf(stderr, "hearth: %s\n", err); return 1; }
-    const tokenizer *t = m->tok;
-    const char *bos = tokenizer_token_text(t, tokenizer_bos(t)), *eos = tokenizer_token_text(t, tokenizer_eos(t));
-    const char *src = m->chat_template ? m->chat_template : chat_template_builtin("chatml");
-    if (!m->chat_template) fprintf(stderr, "hearth: the model has no chat template: using chatml\n");
     chat c = { .m = m, .params = params };
     c.params.max_tokens = n_predict;
-    c.tpl = chat_template_load(src, bos, eos, err, sizeof err);
+    server_opts so = { .chat_template = template_name };   /* chosen as `hearth serve` chooses it */
+    const char *what;
+    c.tpl = prompt_load_template(&so, m, &what, err, sizeof err);
     if (!c.tpl) { fprintf(stderr, "hearth: chat template: %s\n", err); model_free(m); return 1; }
     engine_config ec;
     engine_config_default(&ec);
@@ -271,8 +272,8 @@ int cmd_chat(int argc, char **argv) {
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;   /* no SA_RESTART: a wait wakes at once */
     sigaction(SIGINT, &sa, NULL);
-    fprintf(stderr, "hearth chat: %s, %d tokens of context. /help lists the commands; Ctrl-D leaves.\n",
-            m->name ? m->name : model_path, ec.n_ctx);
+    fprintf(stderr, "hearth chat: %s, %d tokens of context, %s chat template. /help lists the commands; Ctrl-D leaves.\n",
+            m->name ? m->name : model_path, ec.n_ctx, what);
     for (;;) {
         char *line = NULL;
         line_status st = line_edit_read(le, "> ", &line);
