@@ -54,7 +54,9 @@ cJSON *api_error_json(const api_error *e) {
     cJSON *root = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(root, "error");
     if (!err) { cJSON_Delete(root); return NULL; }
     cJSON_AddStringToObject(err, "message", e->message);
-    cJSON_AddStringToObject(err, "type", api_error_type(e->status));
+    /* OpenAI files an unknown model (a 404) under the request's fault */
+    bool bad_model = e->code && !strcmp(e->code, "model_not_found");
+    cJSON_AddStringToObject(err, "type", bad_model ? "invalid_request_error" : api_error_type(e->status));
     if (e->param[0]) cJSON_AddStringToObject(err, "param", e->param);
     else cJSON_AddNullToObject(err, "param");
     cJSON_AddStringToObject(err, "code", e->code ? e->code : default_code(e->status));

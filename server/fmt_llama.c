@@ -37,6 +37,34 @@ cJSON *fmt_settings(const server *s, const gen_opts *o) {
     cJSON_AddBoolToObject(g, "cache_prompt", o->jp.cache_prompt);
     cJSON_AddNumberToObject(g, "id_slot", o->jp.id_slot);
     cJSON_AddNumberToObject(g, "t_max_predict_ms", o->jp.t_max_predict_ms);
+    /* the rest of llama-server's params, under its names */
+    cJSON_AddNumberToObject(g, "max_tokens", o->jp.max_tokens);
+    cJSON_AddNumberToObject(g, "typical_p", shortest(sp->typical_p > 0 && sp->typical_p < 1 ? sp->typical_p : 1.0f));
+    cJSON_AddNumberToObject(g, "top_n_sigma", shortest(sp->top_n_sigma > 0 ? sp->top_n_sigma : -1.0f));
+    cJSON_AddNumberToObject(g, "xtc_probability", shortest(sp->xtc_probability));
+    cJSON_AddNumberToObject(g, "xtc_threshold", shortest(sp->xtc_threshold));
+    cJSON_AddNumberToObject(g, "dry_multiplier", shortest(sp->dry_multiplier));
+    cJSON_AddNumberToObject(g, "dry_base", shortest(sp->dry_base));
+    cJSON_AddNumberToObject(g, "dry_allowed_length", sp->dry_allowed_length);
+    cJSON_AddNumberToObject(g, "dry_penalty_last_n", sp->dry_penalty_last_n);
+    if (!o->dry_ids) {   /* a request's own breakers are kept as token ids only */
+        static const char *const breakers[] = { "\n", ":", "\"", "*" };
+        cJSON_AddItemToObject(g, "dry_sequence_breakers", cJSON_CreateStringArray(breakers, 4));
+    }
+    cJSON_AddNumberToObject(g, "mirostat", sp->mirostat);
+    cJSON_AddNumberToObject(g, "mirostat_tau", shortest(sp->mirostat_tau));
+    cJSON_AddNumberToObject(g, "mirostat_eta", shortest(sp->mirostat_eta));
+    cJSON_AddNumberToObject(g, "dynatemp_range", 0);
+    cJSON_AddNumberToObject(g, "dynatemp_exponent", 1);
+    cJSON_AddNumberToObject(g, "n_keep", 0);
+    cJSON_AddNumberToObject(g, "n_discard", 0);
+    cJSON_AddNumberToObject(g, "min_keep", 0);
+    cJSON_AddStringToObject(g, "grammar", "");
+    static const char *const order[] = { "penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p",
+                                         "xtc", "temperature" };   /* hearth's fixed order */
+    cJSON_AddItemToObject(g, "samplers", cJSON_CreateStringArray(order, 9));
+    cJSON_AddBoolToObject(g, "timings_per_token", false);
+    cJSON_AddBoolToObject(g, "post_sampling_probs", false);
     return g;
 }
 

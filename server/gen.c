@@ -26,6 +26,8 @@ void gen_opts_init(gen_opts *o) {
 void gen_opts_free(gen_opts *o) {
     free(o->bias);
     o->bias = NULL;
+    free(o->dry_ids);
+    o->dry_ids = NULL;
     o->jp.sampling.logit_bias = NULL;
     o->jp.sampling.n_logit_bias = 0;
 }
@@ -54,6 +56,7 @@ static void gen_destroy(gen *g) {
 /* The HTTP request is over, or its client left. */
 static void on_req_closed(void *arg) {
     gen *g = arg;
+    if (g->in_engine) http_set_tokens(g->req, g->n_prompt, g->n_gen);   /* the log counts what a cancel cut short */
     g->req = NULL;
     if (g->in_engine) engine_cancel(g->s->engine, g->job);   /* DONE comes by the next step */
     else gen_destroy(g);
@@ -90,6 +93,7 @@ gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_o
     if (s->gens) s->gens->prev = g;
     s->gens = g;
     http_on_close(r, on_req_closed, g);
+    if (g->o.ignored[0]) http_add_header(r, "X-Hearth-Ignored", g->o.ignored);
     return g;
 }
 
@@ -302,6 +306,8 @@ static void on_done(gen *g, const job_event *ev, const char *stop_word) {
     s->metrics->prompt_tokens += (uint64_t)ev->n_prompt;
     s->metrics->generated_tokens += (uint64_t)ev->n_generated;
     s->metrics->cached_tokens += (uint64_t)ev->n_cached;
+    s->metrics->prompt_seconds += ev->t_prompt_ms / 1e3;
+    s->metrics->generated_seconds += ev->t_gen_ms / 1e3;
     metrics_observe(&s->metrics->duration, (srv_now_ms() - g->t0) / 1e3);
     if (!g->req) return;
     http_set_tokens(g->req, g->n_prompt, g->n_gen);

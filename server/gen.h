@@ -33,6 +33,8 @@ typedef struct gen_opts {
     const cJSON *response_fields;   /* llama: borrowed from the request */
     bool parse_chat;          /* chat: the text goes through the output parser (tools, reasoning) */
     tool_parse_opts tp;       /* its options (hold_calls is set for whole answers) */
+    int32_t *dry_ids;         /* malloc'd when the request names its own DRY breakers */
+    char ignored[160];        /* fields accepted but not acted on, for the X-Hearth-Ignored header */
 } gen_opts;
 
 void gen_opts_init(gen_opts *o);

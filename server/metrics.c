@@ -75,6 +75,11 @@ static void counter(out *o, const char *name, const char *help, uint64_t v) {
     put(o, "%s %llu\n", name, (unsigned long long)v);
 }
 
+static void counter_s(out *o, const char *name, const char *help, double seconds) {
+    head(o, name, "counter", help);
+    put(o, "%s %.17g\n", name, seconds);
+}
+
 static void gauge(out *o, const char *name, const char *help, double v) {
     head(o, name, "gauge", help);
     put(o, "%s %.17g\n", name, v);
@@ -91,7 +96,30 @@ static void hist(out *o, const char *name, const char *help, const histogram *h)
     put(o, "%s_sum %.17g\n%s_count %llu\n", name, h->sum, name, (unsigned long long)h->n);
 }
 
-char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cache_stats *pc, int in_flight) {
+/* llama-server's names (its --metrics), from the same counters: its prompt
+ * tokens are the ones prefilled (cached ones excluded), its seconds the
+ * engine's time on them, its throughputs their ratios. */
+static void llama_compat(out *o, const metrics *m, const engine_stats *es) {
+    double pt = (double)(m->prompt_tokens - (m->cached_tokens < m->prompt_tokens ? m->cached_tokens : m->prompt_tokens));
+    counter(o, "llamacpp:prompt_tokens_total", "Number of prompt tokens processed.", (uint64_t)pt);
+    counter_s(o, "llamacpp:prompt_seconds_total", "Prompt process time", m->prompt_seconds);
+    counter(o, "llamacpp:tokens_predicted_total", "Number of generation tokens processed.", m->generated_tokens);
+    counter_s(o, "llamacpp:tokens_predicted_seconds_total", "Predict process time", m->generated_seconds);
+    gauge(o, "llamacpp:prompt_tokens_seconds", "Average prompt throughput in tokens/s.",
+          m->prompt_seconds > 0 ? pt / m->prompt_seconds : 0);
+    gauge(o, "llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.",
+          m->generated_seconds > 0 ? (double)m->generated_tokens / m->generated_seconds : 0);
+    if (!es) return;
+    counter(o, "llamacpp:n_decode_total", "Total number of llama_decode() calls", es->steps);
+    gauge(o, "llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.",
+          es->kv_cells_total ? (double)es->kv_cells_used / (double)es->kv_cells_total : 0);
+    gauge(o, "llamacpp:kv_cache_tokens", "KV-cache tokens.", (double)es->kv_cells_used);
+    gauge(o, "llamacpp:requests_processing", "Number of requests processing.", es->slots_busy);
+    gauge(o, "llamacpp:requests_deferred", "Number of requests deferred.", es->queue_depth);
+}
+
+char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cache_stats *pc, int in_flight,
+                     bool llama) {
     out o = { .cap = 8192 };
     if (!(o.p = malloc(o.cap))) return NULL;
     o.p[0] = 0;
@@ -127,6 +155,7 @@ char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cach
                 pc->tokens_restored);
         counter(&o, "hearth_prompt_cache_evictions_total", "blocks evicted by the size cap", pc->evictions);
     }
+    if (llama) llama_compat(&o, m, es);
     if (o.oom) { free(o.p); return NULL; }
     return o.p;
 }

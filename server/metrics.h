@@ -22,6 +22,7 @@ typedef struct metrics {
     struct { const char *route; int status; uint64_t n; } req[METRICS_MAX_KEYS];
     int n_req;
     uint64_t prompt_tokens, generated_tokens, cached_tokens;
+    double prompt_seconds, generated_seconds;   /* engine time of finished generations */
     histogram ttft, itl, duration;
 } metrics;
 
@@ -30,8 +31,9 @@ void metrics_init(metrics *m);
 void metrics_request(metrics *m, const char *route, int status);
 void metrics_observe(histogram *h, double seconds);
 /* The whole exposition as a malloc'd string; es / pc may be NULL (loading,
- * cache off). */
+ * cache off). llama: llama-server's llamacpp:* names too, for dashboards
+ * made for it. */
 char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cache_stats *pc,
-                     int in_flight);
+                     int in_flight, bool llama);
 
 #endif

@@ -177,10 +177,12 @@ static bool parse_logit_bias(const server *s, const cJSON *b, gen_opts *o, api_e
 
 /* llama.cpp's "samplers": which stages run. hearth keeps its own order, and
  * a stage left out is turned off (temperature 1, top_k 0, top_p 1, ...). */
+enum { ST_NONE, ST_TOP_K, ST_TOP_P, ST_MIN_P, ST_TEMP, ST_PENALTIES, ST_TYPICAL, ST_XTC, ST_DRY, ST_SIGMA, ST_COUNT };
 static const struct { const char *name; char c; int stage; } sampler_names[] = {
-    { "top_k", 'k', 1 }, { "top_p", 'p', 2 }, { "min_p", 'm', 3 }, { "temperature", 't', 4 },
-    { "temp", 0, 4 }, { "penalties", 'e', 5 }, { "typ_p", 'y', 0 }, { "typical_p", 0, 0 },
-    { "xtc", 'x', 0 }, { "dry", 'd', 0 }, { "infill", 'i', 0 }, { "top_n_sigma", 's', 0 },
+    { "top_k", 'k', ST_TOP_K }, { "top_p", 'p', ST_TOP_P }, { "min_p", 'm', ST_MIN_P },
+    { "temperature", 't', ST_TEMP }, { "temp", 0, ST_TEMP }, { "penalties", 'e', ST_PENALTIES },
+    { "typ_p", 'y', ST_TYPICAL }, { "typical_p", 0, ST_TYPICAL }, { "xtc", 'x', ST_XTC }, { "dry", 'd', ST_DRY },
+    { "top_n_sigma", 's', ST_SIGMA }, { "infill", 'i', ST_NONE },   /* infill: hearth's /infill needs no stage */
 };
 
 static int sampler_stage(const char *name, size_t n) {
@@ -192,7 +194,7 @@ static int sampler_stage(const char *name, size_t n) {
 static bool parse_samplers(const cJSON *b, gen_opts *o, api_error *e) {
     const cJSON *v = jf_get(b, "samplers");
     if (!v) return true;
-    bool on[6] = { 0 };
+    bool on[ST_COUNT] = { 0 };
     if (cJSON_IsArray(v)) {
         const cJSON *it;
         cJSON_ArrayForEach(it, v) {
@@ -211,7 +213,7 @@ static bool parse_samplers(const cJSON *b, gen_opts *o, api_error *e) {
                 on[st] = true;
                 p += n + (p[n] == ';');
             }
-        } else {   /* llama.cpp's letters, "kpmt" */
+        } else {   /* llama.cpp's letters, "edkypmxt" */
             for (; *p; p++) {
                 int st = -1;
                 for (size_t i = 0; i < sizeof sampler_names / sizeof *sampler_names; i++)
@@ -224,28 +226,118 @@ static bool parse_samplers(const cJSON *b, gen_opts *o, api_error *e) {
         return api_fail(e, 400, "samplers", "invalid_type", "'samplers' must be a list of sampler names");
     }
     sampler_params *sp = &o->jp.sampling;
-    if (!on[1]) sp->top_k = 0;
-    if (!on[2]) sp->top_p = 1.0f;
-    if (!on[3]) sp->min_p = 0.0f;
-    if (!on[4]) sp->temperature = 1.0f;
-    if (!on[5]) { sp->repeat_penalty = 1.0f; sp->presence_penalty = 0; sp->frequency_penalty = 0; }
+    if (!on[ST_TOP_K]) sp->top_k = 0;
+    if (!on[ST_TOP_P]) sp->top_p = 1.0f;
+    if (!on[ST_MIN_P]) sp->min_p = 0.0f;
+    if (!on[ST_TEMP]) sp->temperature = 1.0f;
+    if (!on[ST_PENALTIES]) { sp->repeat_penalty = 1.0f; sp->presence_penalty = 0; sp->frequency_penalty = 0; }
+    if (!on[ST_TYPICAL]) sp->typical_p = 1.0f;
+    if (!on[ST_XTC]) sp->xtc_probability = 0.0f;
+    if (!on[ST_DRY]) sp->dry_multiplier = 0.0f;
+    if (!on[ST_SIGMA]) sp->top_n_sigma = -1.0f;
     return true;
 }
 
-/* Fields hearth knows but can only take at their neutral value. */
-static bool parse_unsupported(const cJSON *b, gen_kind kind, api_error *e) {
+/* The tokens that end a DRY repeat: those whose text holds one of the
+ * breaker strings (llama.cpp's defaults: newline, colon, quote, asterisk),
+ * found as llama.cpp does, with one pass over the vocabulary per request
+ * that turns DRY on. */
+static bool dry_breaker_ids(const server *s, const char *const *brk, int n_brk, int32_t **out, int *n_out) {
+    int nv = s->model->p.n_vocab, n = 0;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(nv > 0 ? nv : 1));
+    if (!ids) return false;
+    char piece[512];
+    for (int32_t t = 0; t < nv; t++) {
+        size_t len = tokenizer_token_bytes(s->model->tok, t, false, piece, sizeof piece - 1);
+        piece[len < sizeof piece ? len : sizeof piece - 1] = 0;
+        for (int i = 0; i < n_brk; i++)
+            if (*brk[i] && strstr(piece, brk[i])) { ids[n++] = t; break; }
+    }
+    *out = ids;
+    *n_out = n;
+    return true;
+}
+
+static bool parse_dry(const server *s, const cJSON *b, gen_opts *o, api_error *e) {
+    sampler_params *sp = &o->jp.sampling;
+    double d;
+    long long n;
+#define NUM(key, lo, hi, field) \
+    do { d = (double)(field); if (!jf_num(b, key, lo, hi, &d, e)) return false; (field) = (float)d; } while (0)
+    NUM("dry_multiplier", 0, 1e6, sp->dry_multiplier);
+    NUM("dry_base", 1, 1e6, sp->dry_base);
+#undef NUM
+    n = sp->dry_allowed_length;
+    if (!jf_int(b, "dry_allowed_length", 0, INT_MAX, &n, e)) return false;
+    sp->dry_allowed_length = (int)n;
+    n = sp->dry_penalty_last_n;
+    if (!jf_int(b, "dry_penalty_last_n", -1, INT_MAX, &n, e)) return false;
+    sp->dry_penalty_last_n = (int)n;
+    const cJSON *v = jf_get(b, "dry_sequence_breakers"), *it;
+    const char *mine[ENGINE_MAX_STOP];
+    int n_mine = 0;
+    if (v) {
+        if (!cJSON_IsArray(v)) return api_fail(e, 400, "dry_sequence_breakers", "invalid_type", "'dry_sequence_breakers' must be a list of strings");
+        cJSON_ArrayForEach(it, v) {
+            if (!cJSON_IsString(it)) return api_fail(e, 400, "dry_sequence_breakers", "invalid_type", "'dry_sequence_breakers' must be a list of strings");
+            if (n_mine == ENGINE_MAX_STOP)
+                return api_fail(e, 400, "dry_sequence_breakers", "invalid_value", "'dry_sequence_breakers' may hold at most %d strings", ENGINE_MAX_STOP);
+            mine[n_mine++] = it->valuestring;
+        }
+    }
+    if (!(sp->dry_multiplier > 0)) return true;
+    if (v) {   /* the request's own breakers, owned by o */
+        if (!dry_breaker_ids(s, mine, n_mine, &o->dry_ids, &sp->n_dry_breakers)) return api_fail(e, 500, NULL, NULL, "out of memory");
+        sp->dry_breakers = o->dry_ids;
+        return true;
+    }
+    static const char *const defaults[] = { "\n", ":", "\"", "*" };
+    if (!dry_breaker_ids(s, defaults, 4, &o->dry_ids, &sp->n_dry_breakers)) return api_fail(e, 500, NULL, NULL, "out of memory");
+    sp->dry_breakers = o->dry_ids;
+    return true;
+}
+
+/* llama.cpp's other sampling fields: typical, XTC, top-n-sigma, mirostat. */
+static bool parse_llama_samplers(const cJSON *b, gen_opts *o, api_error *e) {
+    sampler_params *sp = &o->jp.sampling;
+    double d;
+    long long n;
+#define NUM(key, lo, hi, field) \
+    do { d = (double)(field); if (!jf_num(b, key, lo, hi, &d, e)) return false; (field) = (float)d; } while (0)
+    NUM("typical_p", 0, 1, sp->typical_p);
+    NUM("typ_p", 0, 1, sp->typical_p);
+    NUM("xtc_probability", 0, 1, sp->xtc_probability);
+    NUM("xtc_threshold", 0, 1, sp->xtc_threshold);
+    NUM("top_n_sigma", -1e6, 1e6, sp->top_n_sigma);
+    NUM("mirostat_tau", 0, 1e6, sp->mirostat_tau);
+    NUM("mirostat_eta", 0, 1e6, sp->mirostat_eta);
+#undef NUM
+    n = sp->mirostat;
+    if (!jf_int(b, "mirostat", 0, 2, &n, e)) return false;
+    sp->mirostat = (int)n;
+    return true;
+}
+
+/* Fields llama-server takes that hearth does not act on: accepted, and
+ * named in the X-Hearth-Ignored answer header when not at their neutral value. */
+static bool parse_ignored(const cJSON *b, gen_opts *o, api_error *e) {
     static const struct { const char *key; double neutral; } nums[] = {
-        { "mirostat", 0 }, { "typical_p", 1 }, { "typ_p", 1 }, { "tfs_z", 1 },
-        { "dry_multiplier", 0 }, { "xtc_probability", 0 },
+        { "tfs_z", 1 }, { "dynatemp_range", 0 }, { "dynatemp_exponent", 1 }, { "min_keep", 0 },
+        { "n_keep", 0 }, { "n_discard", 0 },
     };
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
         const cJSON *v = jf_get(b, nums[i].key);
         if (!v) continue;
         if (!cJSON_IsNumber(v)) return api_fail(e, 400, nums[i].key, "invalid_type", "'%s' must be a number", nums[i].key);
-        if (v->valuedouble != nums[i].neutral)
-            return api_fail(e, 400, nums[i].key, "unsupported_value", "'%s' is not supported (only %g)", nums[i].key,
-                            nums[i].neutral);
+        if (v->valuedouble == nums[i].neutral || (!strcmp(nums[i].key, "n_keep") && v->valuedouble == -1)) continue;
+        size_t used = strlen(o->ignored);
+        snprintf(o->ignored + used, sizeof o->ignored - used, "%s%s", used ? ", " : "", nums[i].key);
     }
+    return true;
+}
+
+/* Fields hearth cannot act on at all: a 400 that names them. */
+static bool parse_unsupported(const cJSON *b, gen_kind kind, api_error *e) {
     static const char *const lists[] = { "tools", "functions", "lora", "image_data", "multimodal_data" };
     for (size_t i = kind == GEN_CHAT; i < sizeof lists / sizeof *lists; i++) {   /* chat: tools in tool_request.c */
         const cJSON *v = jf_get(b, lists[i]);
@@ -271,8 +363,9 @@ static bool parse_unsupported(const cJSON *b, gen_kind kind, api_error *e) {
     return true;
 }
 
-/* The length limit: max_completion_tokens / max_tokens (OpenAI, at least 1)
- * or n_predict (llama.cpp: -1 unlimited, 0 warms the cache only). */
+/* The length limit: max_completion_tokens / max_tokens (OpenAI: at least 1,
+ * or -1 as llama.cpp's clients send for "until the context or a stop") or
+ * n_predict (llama.cpp: -1 unlimited, 0 warms the cache only). */
 static bool parse_length(const server *s, const cJSON *b, gen_kind kind, gen_opts *o, api_error *e) {
     const char *keys[3] = { "n_predict", "max_tokens", "max_completion_tokens" };
     for (int i = 0; i < 3; i++) {   /* later keys win */
@@ -281,7 +374,9 @@ static bool parse_length(const server *s, const cJSON *b, gen_kind kind, gen_opt
         if (!jf_get(b, k)) continue;
         bool oai = i > 0;
         long long n = -1;
-        if (!jf_int(b, k, oai ? 1 : -2, INT_MAX, &n, e)) return false;
+        if (!jf_int(b, k, oai ? -1 : -2, INT_MAX, &n, e)) return false;
+        if (oai && n == 0)
+            return api_fail(e, 400, k, "invalid_value", "'%s' must be at least 1 (or -1: until the context is full)", k);
         if (n > s->n_ctx)
             return api_fail(e, 400, k, "context_length_exceeded",
                             "'%s' is %lld but a slot's context holds %d tokens (prompt included)", k, n, s->n_ctx);
@@ -298,6 +393,23 @@ static uint64_t random_seed(void) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return (uint32_t)(x ^ (x >> 31));
+}
+
+/* llama-server keeps 32 bits of a seed (its type is uint32_t): a seed is
+ * taken modulo 2^32 (a negative one in two's complement), and 2^32 - 1 --
+ * which is also what -1 and 2^64 - 1 become -- asks for a random one. A seed
+ * past 2^53 is read as the nearest double, as any JSON number is, and one
+ * at or past 2^64 as 2^64 - 1. */
+static bool parse_seed(const cJSON *b, sampler_params *sp, api_error *e) {
+    const cJSON *v = jf_get(b, "seed");
+    if (!v) { sp->seed = random_seed(); return true; }
+    double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+    if (!isfinite(d) || d != floor(d) || d < -0x1p63)
+        return api_fail(e, 400, "seed", "invalid_type", "'seed' must be an integer (at most 2^64 - 1)");
+    uint64_t x = d >= 0x1p64 ? UINT64_MAX : d >= 0 ? (uint64_t)d : (uint64_t)(int64_t)d;
+    uint32_t low = (uint32_t)x;
+    sp->seed = low == UINT32_MAX ? random_seed() : low;
+    return true;
 }
 
 bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o, api_error *e) {
@@ -323,9 +435,8 @@ bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o,
     n = sp->penalty_last_n;
     if (!jf_int(b, "repeat_last_n", -1, INT_MAX, &n, e) || !jf_int(b, "penalty_last_n", -1, INT_MAX, &n, e)) return false;
     sp->penalty_last_n = (int)n;
-    n = -1;
-    if (!jf_int(b, "seed", LLONG_MIN / 2, LLONG_MAX / 2, &n, e)) return false;
-    sp->seed = n == -1 ? random_seed() : (uint64_t)n;
+    if (!parse_seed(b, sp, e)) return false;
+    if (!parse_llama_samplers(b, o, e) || !parse_dry(s, b, o, e) || !parse_ignored(b, o, e)) return false;
     if (!parse_samplers(b, o, e)) return false;
 
     if (!jf_bool(b, "ignore_eos", &o->jp.ignore_eos, e)) return false;

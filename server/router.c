@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
@@ -136,15 +137,31 @@ static void dispatch(server *s, const route *rt, http_req *r, cJSON *body) {
     model_set_dispatch(set, e, rt->fn, r, body, keep_alive < 0 ? -1 : keep_alive, ka && !cJSON_IsNull(ka));
 }
 
+/* The headers a preflight may allow: the ones the browser asks for (the
+ * SDKs send x-stainless-*, openai-*, authorization, content-type), when
+ * they are a plain list of header names; else the ones hearth reads. */
+static const char *preflight_headers(const http_req *r) {
+    const char *want = http_header(r, "Access-Control-Request-Headers");
+    size_t n = want ? strlen(want) : 0;
+    bool plain = n > 0 && n < 1024;
+    for (size_t i = 0; plain && i < n; i++) {
+        unsigned char c = (unsigned char)want[i];
+        plain = isalnum(c) || c == '-' || c == '_' || c == ',' || c == ' ';
+    }
+    return plain ? want : "Authorization, Content-Type, X-Api-Key";
+}
+
 void route_request(void *ud, http_req *r) {
     server *s = ud;
     const char *m = http_method(r), *path = http_path(r);
     const route *rt = find_route(path);
     http_set_route(r, rt ? rt->name : "other");
-    if (!strcmp(m, "OPTIONS")) {   /* CORS preflight */
-        http_add_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
-        http_add_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
-        http_add_header(r, "Access-Control-Max-Age", "86400");
+    if (!strcmp(m, "OPTIONS")) {   /* CORS preflight, on every path */
+        if (s->o.cors_origin) {    /* else no Allow-*: a page elsewhere must not drive this server */
+            http_add_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+            http_add_header(r, "Access-Control-Allow-Headers", preflight_headers(r));
+            http_add_header(r, "Access-Control-Max-Age", "86400");
+        }
         http_respond(r, 204, NULL, "", 0);
         return;
     }

@@ -7,6 +7,8 @@
 #include "server/model_set.h"
 #include "server/request_json.h"
 #include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
+#include "server/utf8.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,17 +75,61 @@ void route_health(server *s, http_req *r, const cJSON *body) {
     respond_json(r, 200, o);
 }
 
-void route_props(server *s, http_req *r, const cJSON *body) {
-    (void)body;
+/* llama-server's slot object: {id, id_task, n_ctx, speculative,
+ * is_processing, params, prompt, next_token}, with hearth's own state,
+ * n_past, n_prompt_tokens and n_decoded beside them. si NULL: the defaults
+ * /props shows. */
+static cJSON *slot_object(const server *s, const slot_info *si) {
+    const gen *g = NULL;
+    for (const gen *it = si && si->busy ? s->gens : NULL; it && !g; it = it->next)
+        if (it->in_engine && it->job == si->job_id) g = it;
     gen_opts d;
     gen_opts_init(&d);
+    d.jp.sampling.seed = UINT32_MAX;   /* llama-server's "a random seed" */
+    const gen_opts *o = g ? &g->o : &d;
+    bool busy = si && si->busy;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "id", si ? si->id : 0);
+    cJSON_AddNumberToObject(j, "id_task", busy ? (double)si->job_id : -1);
+    cJSON_AddNumberToObject(j, "n_ctx", si ? si->n_ctx : s->n_ctx);
+    cJSON_AddBoolToObject(j, "speculative", false);
+    cJSON_AddBoolToObject(j, "is_processing", busy);
+    cJSON_AddItemToObject(j, "params", fmt_settings(s, o));
+    cJSON_AddStringToObject(j, "prompt", "");
+    cJSON *nt = cJSON_AddObjectToObject(j, "next_token");
+    int n_dec = busy ? si->n_generated : 0;
+    cJSON_AddBoolToObject(nt, "has_next_token", busy);
+    cJSON_AddBoolToObject(nt, "has_new_line", g && g->text_len && memchr(g->text, '\n', g->text_len));
+    cJSON_AddNumberToObject(nt, "n_remain", o->jp.max_tokens < 0 ? -1 : o->jp.max_tokens - n_dec);
+    cJSON_AddNumberToObject(nt, "n_decoded", n_dec);
+    cJSON_AddStringToObject(nt, "stopping_word", "");
+    if (si) {
+        cJSON_AddStringToObject(j, "state", !si->busy ? "idle" : si->prefilling ? "prefill" : "generate");
+        cJSON_AddNumberToObject(j, "n_past", si->n_past);
+        cJSON_AddNumberToObject(j, "n_prompt_tokens", si->n_prompt);
+        cJSON_AddNumberToObject(j, "n_decoded", si->n_generated);
+    }
+    gen_opts_free(&d);
+    return j;
+}
+
+/* A special token's text for /props ("" when the model has none). */
+static cJSON *token_text(const server *s, int32_t id) {
+    const char *t = id >= 0 ? tokenizer_token_text(s->model->tok, id) : NULL;
+    return utf8_json_string(t ? t : "", t ? strlen(t) : 0);
+}
+
+void route_props(server *s, http_req *r, const cJSON *body) {
+    (void)body;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "default_generation_settings", fmt_settings(s, &d));
+    cJSON_AddItemToObject(o, "default_generation_settings", slot_object(s, NULL));
     cJSON_AddNumberToObject(o, "total_slots", s->o.n_parallel);
     cJSON_AddNumberToObject(o, "n_ctx", s->n_ctx);
     cJSON_AddStringToObject(o, "model_path", s->o.model_path ? s->o.model_path : "");
     cJSON_AddStringToObject(o, "model_alias", s->model_id);
     cJSON_AddStringToObject(o, "chat_template", chat_template_source(s->tpl));   /* the Jinja source, as llama-server */
+    cJSON_AddItemToObject(o, "bos_token", token_text(s, tokenizer_bos(s->model->tok)));
+    cJSON_AddItemToObject(o, "eos_token", token_text(s, tokenizer_eos(s->model->tok)));
     cJSON_AddStringToObject(o, "build_info", "hearth " HEARTH_VERSION);
     cJSON *mod = cJSON_AddObjectToObject(o, "modalities");
     cJSON_AddBoolToObject(mod, "vision", false);
@@ -98,18 +144,7 @@ void route_slots(server *s, http_req *r, const cJSON *body) {
     if (!si) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
     n = engine_slots(s->engine, si, n);
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; i < n && i < s->o.n_parallel; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "id", si[i].id);
-        cJSON_AddNumberToObject(o, "id_task", si[i].busy ? (double)si[i].job_id : -1);
-        cJSON_AddNumberToObject(o, "n_ctx", si[i].n_ctx);
-        cJSON_AddBoolToObject(o, "is_processing", si[i].busy);
-        cJSON_AddStringToObject(o, "state", !si[i].busy ? "idle" : si[i].prefilling ? "prefill" : "generate");
-        cJSON_AddNumberToObject(o, "n_past", si[i].n_past);
-        cJSON_AddNumberToObject(o, "n_prompt_tokens", si[i].n_prompt);
-        cJSON_AddNumberToObject(o, "n_decoded", si[i].n_generated);
-        cJSON_AddItemToArray(a, o);
-    }
+    for (int i = 0; i < n && i < s->o.n_parallel; i++) cJSON_AddItemToArray(a, slot_object(s, &si[i]));
     free(si);
     respond_json(r, 200, a);
 }
@@ -120,7 +155,7 @@ void route_metrics(server *s, http_req *r, const cJSON *body) {
     prompt_cache_stats pc;
     engine_get_stats(s->engine, &es);
     bool have_pc = engine_cache_stats(s->engine, &pc) == 0;
-    char *text = metrics_render(s->metrics, &es, have_pc ? &pc : NULL, http_active(s->http));
+    char *text = metrics_render(s->metrics, &es, have_pc ? &pc : NULL, http_active(s->http), s->o.metrics_compat);
     if (!text) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
     http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
     free(text);

@@ -4,26 +4,37 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
-/* Length of the well-formed sequence at s[0..n), or 0 if it is not one. */
-static size_t seq_len(const unsigned char *s, size_t n) {
+/* The sequence at s[0..n): true and its length if well-formed; otherwise
+ * false and the length of its maximal ill-formed subpart (Unicode 3.9, the
+ * WHATWG decoder): the longest prefix that could still have begun a
+ * well-formed sequence, at least one byte. */
+static bool scan(const unsigned char *s, size_t n, size_t *len) {
     unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
+    *len = 1;
+    if (c < 0x80) return true;
+    size_t want;
     unsigned char lo = 0x80, hi = 0xBF;   /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    if (c >= 0xC2 && c <= 0xDF) want = 2;
     else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
+        want = 3;
         if (c == 0xE0) lo = 0xA0;         /* overlong */
         if (c == 0xED) hi = 0x9F;         /* surrogates */
     } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
+        want = 4;
         if (c == 0xF0) lo = 0x90;         /* overlong */
         if (c == 0xF4) hi = 0x8F;         /* past U+10FFFF */
-    } else return 0;
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    return len;
+    } else return false;
+    for (size_t i = 1; i < want; i++) {
+        unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
+        if (i >= n || s[i] < l || s[i] > h) return false;
+        *len = i + 1;
+    }
+    return true;
+}
+
+static size_t seq_len(const unsigned char *s, size_t n) {
+    size_t k;
+    return scan(s, n, &k) ? k : 0;
 }
 
 bool utf8_valid(const char *s, size_t n) {
@@ -56,16 +67,16 @@ char *utf8_sanitize(const char *s, size_t n, size_t *out_len) {
     if (!out) return NULL;
     size_t i = 0, o = 0;
     while (i < n) {
-        size_t k = p[i] ? seq_len(p + i, n - i) : 0;
-        if (k) {
+        size_t k;
+        bool ok = scan(p + i, n - i, &k) && p[i];
+        if (ok) {
             memcpy(out + o, p + i, k);
             o += k;
-            i += k;
-        } else {
+        } else {   /* one U+FFFD per maximal ill-formed subpart, or per NUL */
             memcpy(out + o, "\xEF\xBF\xBD", 3);
             o += 3;
-            i++;
         }
+        i += k;
     }
     out[o] = 0;
     if (out_len) *out_len = o;

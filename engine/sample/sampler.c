@@ -2,7 +2,14 @@
  *
  * The chain follows llama.cpp's default order:
  *
- *   logit_bias -> penalties -> top_k -> top_p -> min_p -> temperature -> draw
+ *   logit_bias -> penalties -> DRY -> top_n_sigma -> top_k -> typical
+ *     -> top_p -> min_p -> XTC -> temperature -> draw
+ *
+ * and with mirostat on (as in llama.cpp) top_k through XTC are skipped: the
+ * temperature-scaled distribution goes to mirostat, which cuts and draws.
+ * Each stage follows its published definition (llama.cpp's sampling code
+ * for DRY, XTC and top-n-sigma; Meister et al. for typical sampling;
+ * Basu et al. for mirostat).
  *
  * so top_p and min_p judge the distribution at temperature 1, and the
  * temperature only reshapes what survived them. temperature <= 0 is greedy:
@@ -30,6 +37,8 @@
 /* A window larger than this is treated as the whole history: it would only
  * differ after a million accepted tokens, and it keeps the ring small. */
 #define MAX_RING (1 << 20)
+#define DRY_MAX_HISTORY (1 << 16)   /* DRY's window when the request says "all" */
+#define MIROSTAT_M 100              /* mirostat 1: tokens used to estimate the Zipf exponent */
 
 typedef struct { float logit; int32_t id; } cand;
 
@@ -51,6 +60,16 @@ struct sampler {
     cand *c;                   /* candidates, n_vocab */
     double *w;                 /* weights of candidates, n_vocab */
     uint64_t rng[4];
+
+    /* DRY (only when on): a ring of the last dry_cap tokens; the history
+     * reversed and its Z-array; the longest repeat each token would extend
+     * (dry_best, reset through dry_touched); which ids break a repeat. */
+    int32_t *dry_ring, *dry_rev, *dry_z, *dry_best, *dry_touched;
+    int dry_cap, dry_len, dry_head;
+    unsigned char *dry_brk;
+
+    struct keyed { double key; cand c; } *tk;   /* typical: candidates by score (when on) */
+    double mu;                 /* mirostat: the current surprise cap, 2 tau at the start */
 };
 
 void sampler_params_default(sampler_params *p) {
@@ -65,7 +84,17 @@ void sampler_params_default(sampler_params *p) {
     p->frequency_penalty = 0.0f;
     p->penalty_last_n = 64;
     p->seed = 0;
+    p->typical_p = 1.0f;
+    p->xtc_threshold = 0.1f;
+    p->mirostat_tau = 5.0f;
+    p->mirostat_eta = 0.1f;
+    p->dry_base = 1.75f;
+    p->dry_allowed_length = 2;
+    p->dry_penalty_last_n = -1;
 }
+
+static bool dry_on(const sampler_params *p) { return p->dry_multiplier > 0.0f && isfinite(p->dry_multiplier); }
+static bool typical_on(const sampler_params *p) { return p->typical_p > 0.0f && p->typical_p < 1.0f; }
 
 /* ---- RNG: xoshiro256** seeded through splitmix64 ------------------------ */
 
@@ -132,7 +161,25 @@ sampler *sampler_new(const sampler_params *p, int n_vocab) {
     s->c = malloc(n * sizeof *s->c);
     s->w = malloc(n * sizeof *s->w);
     if (!s->counts || !s->uniq || !s->upos || !s->c || !s->w) goto fail;
+    if (dry_on(p)) {
+        int cap = p->dry_penalty_last_n > 0 && p->dry_penalty_last_n < DRY_MAX_HISTORY ? p->dry_penalty_last_n
+                                                                                    : DRY_MAX_HISTORY;
+        s->dry_cap = cap;
+        s->dry_ring = malloc((size_t)cap * sizeof *s->dry_ring);
+        s->dry_rev = malloc((size_t)cap * sizeof *s->dry_rev);
+        s->dry_z = malloc((size_t)cap * sizeof *s->dry_z);
+        s->dry_touched = malloc((size_t)cap * sizeof *s->dry_touched);
+        s->dry_best = calloc(n, sizeof *s->dry_best);
+        s->dry_brk = calloc(n, 1);
+        if (!s->dry_ring || !s->dry_rev || !s->dry_z || !s->dry_touched || !s->dry_best || !s->dry_brk) goto fail;
+        for (int i = 0; p->dry_breakers && i < p->n_dry_breakers; i++)
+            if (p->dry_breakers[i] >= 0 && p->dry_breakers[i] < n_vocab) s->dry_brk[p->dry_breakers[i]] = 1;
+    }
+    s->p.dry_breakers = NULL;   /* held as dry_brk */
+    s->p.n_dry_breakers = 0;
+    if (typical_on(p) && !(s->tk = malloc(n * sizeof *s->tk))) goto fail;
     rng_seed(s->rng, p->seed);
+    s->mu = 2.0 * p->mirostat_tau;
     return s;
 fail:
     sampler_free(s);
@@ -148,6 +195,13 @@ void sampler_free(sampler *s) {
     free(s->upos);
     free(s->c);
     free(s->w);
+    free(s->dry_ring);
+    free(s->dry_rev);
+    free(s->dry_z);
+    free(s->dry_best);
+    free(s->dry_touched);
+    free(s->dry_brk);
+    free(s->tk);
     free(s);
 }
 
@@ -158,7 +212,9 @@ void sampler_reset(sampler *s) {
     for (int i = 0; i < s->n_uniq; i++) s->counts[s->uniq[i]] = 0;
     s->n_uniq = 0;
     s->ring_len = s->ring_head = 0;
+    s->dry_len = s->dry_head = 0;
     rng_seed(s->rng, s->p.seed);
+    s->mu = 2.0 * s->p.mirostat_tau;
 }
 
 /* ---- penalty history ----------------------------------------------------- */
@@ -184,6 +240,14 @@ static void count_remove(sampler *s, int32_t t) {
 
 void sampler_accept(sampler *s, int32_t token) {
     if (!s || token < 0 || token >= s->n_vocab) return;
+    if (s->dry_cap) {
+        if (s->dry_len == s->dry_cap) {
+            s->dry_ring[s->dry_head] = token;
+            s->dry_head = (s->dry_head + 1) % s->dry_cap;
+        } else {
+            s->dry_ring[(s->dry_head + s->dry_len++) % s->dry_cap] = token;
+        }
+    }
     if (s->window_all) { count_add(s, token); return; }
     if (s->ring_cap == 0) return;                       /* penalties off */
     if (s->ring_len == s->ring_cap) {                   /* evict the oldest */
@@ -209,22 +273,60 @@ static bool penalty_values(const sampler *s, float *rp, float *fp, float *pp) {
     return !(*rp == 1.0f && *fp == 0.0f && *pp == 0.0f);
 }
 
+/* DRY: a token that would extend a repeat of the last n tokens (n at least
+ * allowed_length, no breaker inside) loses multiplier * base^(n - allowed).
+ * With r the history reversed (r[0] the last token), a repeat ending before
+ * r[q - 1] has length Z[q], the longest common prefix of r and r[q..]
+ * (the Z-algorithm, linear in the history); the token that followed it is
+ * r[q - 1]. A breaker matches nothing, not even itself. */
+static void dry_apply(const sampler *cs, float *logits) {
+    sampler *s = (sampler *)cs;   /* scratch buffers only; the state is unchanged */
+    int L = s->dry_len;
+    if (!s->dry_cap || L < 2) return;
+    int32_t *r = s->dry_rev, *z = s->dry_z;
+    for (int m = 0; m < L; m++) {
+        int32_t t = s->dry_ring[(s->dry_head + L - 1 - m) % s->dry_cap];
+        r[m] = s->dry_brk[t] ? -1 - m : t;   /* a breaker: a symbol of its own */
+    }
+    z[0] = L;
+    for (int q = 1, lo = 0, hi = 0; q < L; q++) {   /* r[lo..hi) == r[0..hi-lo) */
+        int k = q < hi ? (z[q - lo] < hi - q ? z[q - lo] : hi - q) : 0;
+        while (q + k < L && r[k] == r[q + k] && r[k] >= 0) k++;
+        z[q] = k;
+        if (q + k > hi) { lo = q; hi = q + k; }
+    }
+    int n_touched = 0;
+    for (int q = 1; q < L; q++) {
+        int32_t t = r[q - 1];
+        if (t < 0 || z[q] < s->p.dry_allowed_length) continue;
+        if (!s->dry_best[t]) s->dry_touched[n_touched++] = t;
+        if (z[q] > s->dry_best[t]) s->dry_best[t] = z[q];
+    }
+    for (int i = 0; i < n_touched; i++) {
+        int32_t t = s->dry_touched[i];
+        double pen = (double)s->p.dry_multiplier * pow((double)s->p.dry_base, (double)(s->dry_best[t] - s->p.dry_allowed_length));
+        logits[t] = (float)((double)logits[t] - pen);
+        s->dry_best[t] = 0;
+    }
+}
+
 void sampler_apply_bias_penalties(const sampler *s, float *logits) {
     if (!s || !logits) return;
     for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].id] += s->bias[i].bias;
 
     float rp, fp, pp;
-    if (!penalty_values(s, &rp, &fp, &pp)) return;
-    for (int i = 0; i < s->n_uniq; i++) {
-        int32_t t = s->uniq[i];
-        float l = logits[t];
-        /* llama.cpp: dividing a positive logit and multiplying a negative
-         * one both push it the same way (down for a penalty > 1) */
-        l = l > 0.0f ? l / rp : l * rp;
-        /* OpenAI: frequency scales with the count, presence is once */
-        l -= (float)s->counts[t] * fp + pp;
-        logits[t] = l;
-    }
+    if (penalty_values(s, &rp, &fp, &pp))
+        for (int i = 0; i < s->n_uniq; i++) {
+            int32_t t = s->uniq[i];
+            float l = logits[t];
+            /* llama.cpp: dividing a positive logit and multiplying a negative
+             * one both push it the same way (down for a penalty > 1) */
+            l = l > 0.0f ? l / rp : l * rp;
+            /* OpenAI: frequency scales with the count, presence is once */
+            l -= (float)s->counts[t] * fp + pp;
+            logits[t] = l;
+        }
+    dry_apply(s, logits);
 }
 
 /* a comes before b: higher logit, then lower id. */
@@ -313,10 +415,155 @@ static int top_p_cut(sampler *s, int nc, float mx, double p) {
     return m;
 }
 
+/* The largest logit among the candidates (nc >= 1). */
+static float cand_max(const cand *c, int nc) {
+    float mx = c[0].logit;
+    for (int i = 1; i < nc; i++) mx = c[i].logit > mx ? c[i].logit : mx;
+    return mx;
+}
+
+/* Moves the k best candidates (total order) to c[0..k), sorted; returns
+ * min(k, nc). A heap with the worst at the root, as top_k uses. */
+static int keep_top(cand *c, int nc, int k) {
+    if (k >= nc) { qsort(c, (size_t)nc, sizeof *c, cand_cmp); return nc; }
+    for (int i = 0; i < k; i++) heap_up(c, i);
+    for (int i = k; i < nc; i++)
+        if (before(&c[i], &c[0])) { cswap(&c[0], &c[i]); heap_down(c, k, 0); }
+    qsort(c, (size_t)k, sizeof *c, cand_cmp);
+    return k;
+}
+
+/* top_n_sigma: the threshold max - n * stddev over the tokens not banned
+ * (-inf when fewer than two are left). */
+static float sigma_threshold(const float *logits, int n, float nsig) {
+    double sum = 0, mx = -INFINITY;
+    int cnt = 0;
+    for (int i = 0; i < n; i++)
+        if (logits[i] != -INFINITY) { sum += logits[i]; cnt++; if (logits[i] > mx) mx = logits[i]; }
+    if (cnt < 2) return -INFINITY;
+    double mean = sum / cnt, var = 0;
+    for (int i = 0; i < n; i++)
+        if (logits[i] != -INFINITY) var += ((double)logits[i] - mean) * ((double)logits[i] - mean);
+    return (float)(mx - (double)nsig * sqrt(var / cnt));
+}
+
+static int keyed_cmp(const void *x, const void *y) {
+    const struct keyed *a = x, *b = y;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return cand_cmp(&a->c, &b->c);
+}
+
+/* Locally typical sampling: rank the candidates by how far their surprise
+ * (-log p at temperature 1) is from the distribution's entropy, closest
+ * first, and keep the smallest head whose mass reaches p. */
+static int typical_cut(sampler *s, int nc, double p) {
+    cand *c = s->c;
+    float mx = cand_max(c, nc);
+    double z = 0, ez = 0;
+    for (int i = 0; i < nc; i++) {
+        s->w[i] = exp((double)c[i].logit - mx);
+        z += s->w[i];
+        ez += s->w[i] * ((double)c[i].logit - mx);
+    }
+    double lz = log(z), entropy = lz - ez / z;   /* -sum p log p, with log p = (l - mx) - log z */
+    for (int i = 0; i < nc; i++) {
+        double lp = (double)c[i].logit - mx - lz;
+        s->tk[i].key = fabs(-lp - entropy);
+        s->tk[i].c = c[i];
+    }
+    qsort(s->tk, (size_t)nc, sizeof *s->tk, keyed_cmp);
+    double cum = 0;
+    int kept = 0;
+    while (kept < nc) {
+        c[kept] = s->tk[kept].c;
+        cum += exp((double)c[kept].logit - mx - lz);
+        kept++;
+        if (cum >= p) break;
+    }
+    return kept;
+}
+
+/* XTC: with the given chance, when two or more candidates have p >= the
+ * threshold (temperature 1), drop all of them but the least likely. */
+static int xtc_cut(sampler *s, int nc) {
+    double u = rng_uniform(s->rng);   /* drawn every step, so the stream does not depend on the outcome */
+    if (!(u < s->p.xtc_probability) || nc < 2) return nc;
+    cand *c = s->c;
+    float mx = cand_max(c, nc);
+    double z = 0;
+    for (int i = 0; i < nc; i++) z += (s->w[i] = exp((double)c[i].logit - mx));
+    int above = 0, least = -1;
+    for (int i = 0; i < nc; i++)
+        if (s->w[i] / z >= s->p.xtc_threshold) {
+            above++;
+            if (least < 0 || before(&c[least], &c[i])) least = i;
+        }
+    if (above < 2) return nc;
+    int kept = 0;
+    for (int i = 0; i < nc; i++)
+        if (i == least || !(s->w[i] / z >= s->p.xtc_threshold)) c[kept++] = c[i];
+    return kept;
+}
+
+/* Draws from c[0..nc) with weights w (total z) and returns the index. */
+static int draw(sampler *s, int nc, double z) {
+    double u = rng_uniform(s->rng) * z, cum = 0.0;
+    for (int i = 0; i < nc; i++) {
+        cum += s->w[i];
+        if (u < cum) return i;
+    }
+    /* rounding left u at the very top: take the last token with weight */
+    for (int i = nc - 1; i > 0; i--)
+        if (s->w[i] > 0.0) return i;
+    return 0;
+}
+
+/* Mirostat: cut the temperature-scaled distribution so the surprise of the
+ * draw (-log2 p) tracks tau, learning the cut mu from each draw. Version 2
+ * keeps the tokens with surprise <= mu; version 1 estimates the Zipf
+ * exponent from the top MIROSTAT_M tokens and keeps the top k it implies. */
+static int32_t mirostat_draw(sampler *s, int nc) {
+    cand *c = s->c;
+    double t = s->p.temperature;
+    float mx = cand_max(c, nc);
+    double z = 0;
+    for (int i = 0; i < nc; i++) z += exp(((double)c[i].logit - mx) / t);
+    if (s->p.mirostat == 2) {
+        int kept = 0, best = 0;
+        for (int i = 0; i < nc; i++) {
+            if (before(&c[i], &c[best])) best = i;
+            double w = exp(((double)c[i].logit - mx) / t);
+            if (log2(z / w) <= s->mu) c[kept++] = c[i];
+        }
+        if (!kept) { c[0] = c[best]; kept = 1; }
+        nc = kept;
+    } else {
+        int m = keep_top(c, nc, MIROSTAT_M);
+        double num = 0, den = 0;
+        for (int i = 0; i + 1 < m; i++) {
+            double ti = log((i + 2.0) / (i + 1.0)), bi = ((double)c[i].logit - c[i + 1].logit) / t;
+            num += ti * bi;
+            den += ti * ti;
+        }
+        double sh = den > 0 ? num / den : 0, eps = sh - 1;
+        double kf = pow(eps * pow(2.0, s->mu) / (1 - pow((double)s->n_vocab, -eps)), 1 / sh);
+        int k = !(kf >= 1) ? 1 : kf >= nc ? nc : (int)kf;   /* NaN: 1 */
+        nc = keep_top(c, nc, k);
+    }
+    mx = cand_max(c, nc);
+    z = 0;
+    for (int i = 0; i < nc; i++) z += (s->w[i] = exp(((double)c[i].logit - mx) / t));
+    int j = draw(s, nc, z);
+    double surprise = log2(z / s->w[j]);
+    s->mu -= (double)s->p.mirostat_eta * (surprise - (double)s->p.mirostat_tau);
+    return c[j].id;
+}
+
 int32_t sampler_greedy(const sampler *s, const float *logits) {
     if (!s || !logits || s->p.temperature > 0.0f || s->n_bias) return -1;
     float rp, fp, pp;
     if (penalty_values(s, &rp, &fp, &pp) && s->n_uniq) return -1;
+    if (s->dry_cap && s->dry_len >= 2) return -1;
     /* sampler_sample's answer here: the first index of the largest sane()
      * value (all -inf: 0). One pass over 8 independent lanes, each keeping
      * its largest value and where it first saw it (strict >, so ties keep
@@ -371,20 +618,29 @@ int32_t sampler_sample(sampler *s, float *logits) {
         return logits[b] == -INFINITY ? raw_best : b;
     }
 
-    /* Candidates: every token that is not banned, or with top_k only the
-     * k best of them (ties: lowest id). */
+    /* Candidates: every token that is not banned (nor under top_n_sigma's
+     * threshold), or with top_k only the k best of them (ties: lowest id). */
+    bool miro = s->p.mirostat == 1 || s->p.mirostat == 2;
+    float floor_l = s->p.top_n_sigma > 0.0f && isfinite(s->p.top_n_sigma) ? sigma_threshold(logits, n, s->p.top_n_sigma)
+                                                                        : -INFINITY;
     cand *c = s->c;
-    int nc = 0, k = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : 0;
+    int nc = 0, k = !miro && s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : 0;
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) {
         cand x = { logits[i], i };
-        if (x.logit == -INFINITY) continue;
+        if (x.logit == -INFINITY || x.logit < floor_l) continue;
         if (x.logit > mx) mx = x.logit;
         if (!k) c[nc++] = x;
         else if (nc < k) { c[nc] = x; heap_up(c, nc++); }
         else if (before(&x, &c[0])) { c[0] = x; heap_down(c, nc, 0); }
     }
     if (nc == 0) return raw_best;
+    if (miro) return mirostat_draw(s, nc);
+
+    if (typical_on(&s->p) && nc > 1) {
+        nc = typical_cut(s, nc, s->p.typical_p);
+        mx = cand_max(c, nc);           /* typical may drop the most likely token */
+    }
 
     if (s->p.top_p < 1.0f && nc > 1)                    /* NaN: off */
         nc = top_p_cut(s, nc, mx, s->p.top_p);
@@ -399,23 +655,20 @@ int32_t sampler_sample(sampler *s, float *logits) {
         nc = kept;
     }
 
+    if (s->p.xtc_probability > 0.0f && s->p.xtc_threshold <= 0.5f) {
+        nc = xtc_cut(s, nc);
+        mx = cand_max(c, nc);           /* XTC drops the most likely tokens */
+    }
+
     /* temperature and the draw, in double so tiny temperatures cannot
-     * overflow: weight = exp((l - max) / T). Every filter keeps the max, so
+     * overflow: weight = exp((l - max) / T). mx is the candidates' max, so
      * the total is at least 1. */
     double t = s->p.temperature, z = 0.0;
     for (int i = 0; i < nc; i++) {
         s->w[i] = exp(((double)c[i].logit - mx) / t);
         z += s->w[i];
     }
-    double u = rng_uniform(s->rng) * z, cum = 0.0;
-    for (int i = 0; i < nc; i++) {
-        cum += s->w[i];
-        if (u < cum) return c[i].id;
-    }
-    /* rounding left u at the very top: take the last token with weight */
-    for (int i = nc - 1; i > 0; i--)
-        if (s->w[i] > 0.0) return c[i].id;
-    return c[0].id;
+    return c[draw(s, nc, z)].id;
 }
 
 /* ---- log-probabilities --------------------------------------------------- */

@@ -1,5 +1,6 @@
 /* Turning logits into the next token: greedy, temperature, top_k, top_p,
- * min_p, penalties over a window, logit_bias, seeded RNG. */
+ * min_p, penalties over a window, logit_bias, and llama.cpp's DRY,
+ * top-n-sigma, locally typical, XTC and mirostat (1 and 2); seeded RNG. */
 #ifndef HEARTH_SAMPLER_H
 #define HEARTH_SAMPLER_H
 
@@ -18,6 +19,19 @@ typedef struct sampler_params {
     float frequency_penalty;  /* 0: off */
     int penalty_last_n;       /* window; 0 off, -1 whole history */
     uint64_t seed;
+    /* llama.cpp's further samplers; each is off at 0 (or its neutral value) */
+    float typical_p;          /* locally typical sampling: off <= 0 or >= 1 */
+    float top_n_sigma;        /* keep logits >= max - n * stddev; off <= 0 */
+    float xtc_probability;    /* XTC: chance per step of cutting the top choices; off <= 0 */
+    float xtc_threshold;      /* ... those with p >= this (all but the least of them); off > 0.5 */
+    int mirostat;             /* 0 off, 1 or 2: replaces top_k/typical/top_p/min_p/XTC */
+    float mirostat_tau, mirostat_eta;   /* target surprise (bits) and learning rate */
+    float dry_multiplier;     /* DRY repetition penalty: off <= 0 */
+    float dry_base;           /* penalty = multiplier * base^(length - allowed_length) */
+    int dry_allowed_length;   /* repeats this long go unpenalized */
+    int dry_penalty_last_n;   /* history it looks at; -1 or 0: all (up to 65536 tokens) */
+    int n_dry_breakers;
+    const int32_t *dry_breakers;         /* ids that end a repeat (e.g. "\n"); copied by sampler_new */
     int n_logit_bias;
     const logit_bias_entry *logit_bias;  /* copied by sampler_new; -INFINITY bans */
 } sampler_params;
@@ -36,9 +50,9 @@ int32_t sampler_sample(sampler *s, float *logits);
  * or active penalties, read from the row as it is (no copy, one pass that
  * does not wait on a compare per token); -1 for every other sampler. */
 int32_t sampler_greedy(const sampler *s, const float *logits);
-/* Added by the sampler: the first two stages of sampler_sample (logit_bias,
- * then the penalties of the current window) applied in place; for tests and
- * for callers that want the adjusted logits. */
+/* Added by the sampler: the first stages of sampler_sample (logit_bias,
+ * the penalties of the current window, then DRY) applied in place; for
+ * tests and for callers that want the adjusted logits. */
 void sampler_apply_bias_penalties(const sampler *s, float *logits);
 
 /* Log-probabilities under the model's own distribution (softmax of raw

@@ -45,7 +45,7 @@ typedef enum {
 } finish_reason;
 const char *finish_reason_name(finish_reason f);   /* "stop", "length", ... */
 
-#define ENGINE_MAX_STOP 16
+#define ENGINE_MAX_STOP 256   /* llama-server sets no cap; a bound keeps a job small */
 #define ENGINE_MAX_TOP_LOGPROBS 20
 
 typedef struct job_params {

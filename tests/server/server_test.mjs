@@ -943,6 +943,10 @@ test('--chat-template NAME|FILE, a template that does not parse, hearth template
   assert(/line 3/.test(e2.stderr) && e2.stdout === '', `error on stderr: ${e2.stderr}`);
 });
 
+// llama-server's clients and the SDKs' details (compat_test.mjs), on these helpers
+(await import('./compat_test.mjs')).register({ test, assert, eq, post, get, curl, sse, dataJson, assertError, stories,
+  startServer, stopClean, OpenAI, waitFor, slots, slowModel, longPrompt, rawRequest, QWEN3 });
+
 // ---- run ------------------------------------------------------------------------------
 let passed = 0, failed = 0, skipped = 0;
 for (const t of tests) {

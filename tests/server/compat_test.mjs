@@ -1,0 +1,193 @@
+// Drop-in checks for llama-server's clients and the OpenAI SDKs: the literal
+// request bodies of llama.vim, llama.vscode, Continue and Tabby; llama.cpp's
+// sampler fields and values (-1 lengths, u64 seeds, many stop strings);
+// browser preflights with the SDK's headers; /props, /slots and /metrics in
+// llama-server's shapes; error details. Registered by server_test.mjs, whose
+// helpers (h) it uses.
+
+// llama-server's documented field names (tools/server/README.md).
+const PROPS_FIELDS = ['default_generation_settings', 'total_slots', 'model_path', 'chat_template', 'build_info',
+  'bos_token', 'eos_token', 'modalities'];
+const SLOT_FIELDS = ['id', 'id_task', 'n_ctx', 'speculative', 'is_processing', 'params', 'prompt', 'next_token'];
+const PARAMS_FIELDS = ['n_predict', 'seed', 'temperature', 'dynatemp_range', 'dynatemp_exponent', 'top_k', 'top_p',
+  'min_p', 'xtc_probability', 'xtc_threshold', 'typical_p', 'repeat_last_n', 'repeat_penalty', 'presence_penalty',
+  'frequency_penalty', 'dry_multiplier', 'dry_base', 'dry_allowed_length', 'dry_penalty_last_n',
+  'dry_sequence_breakers', 'mirostat', 'mirostat_tau', 'mirostat_eta', 'stop', 'max_tokens', 'n_keep', 'n_discard',
+  'ignore_eos', 'stream', 'n_probs', 'min_keep', 'grammar', 'samplers', 'timings_per_token'];
+const NEXT_TOKEN_FIELDS = ['has_next_token', 'has_new_line', 'n_remain', 'n_decoded', 'stopping_word'];
+const METRICS = ['llamacpp:prompt_tokens_total', 'llamacpp:prompt_seconds_total', 'llamacpp:tokens_predicted_total',
+  'llamacpp:tokens_predicted_seconds_total', 'llamacpp:prompt_tokens_seconds', 'llamacpp:predicted_tokens_seconds',
+  'llamacpp:kv_cache_usage_ratio', 'llamacpp:kv_cache_tokens', 'llamacpp:requests_processing',
+  'llamacpp:requests_deferred', 'llamacpp:n_decode_total'];
+
+// The headers the openai npm client sends from a browser (its preflight asks for them).
+const SDK_HEADERS = 'authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os,' +
+  'x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout';
+
+export function register(h) {
+  const { test, assert, eq, post, get, curl, sse, dataJson, assertError, stories, startServer, stopClean, QWEN3,
+    waitFor, slots, slowModel, longPrompt, rawRequest } = h;
+  let fim = null;   // a model with fill-in-the-middle tokens, for /infill
+  const fimServer = async () => {
+    if (!fim || fim.exited) fim = await startServer(['-np', '1', '-c', '2048'], QWEN3);
+    return fim;
+  };
+  const has = (o, keys, what) => { for (const k of keys) assert(o && k in o, `${what}: no '${k}' in ${JSON.stringify(o).slice(0, 300)}`); };
+
+  test('compat: llama.vim /infill body (input_extra, t_max_prompt_ms, response_fields)', async () => {
+    const s = await fimServer();
+    const r = await post(s, '/infill', {
+      id_slot: 0, input_prefix: 'def f(x):\n    ', input_suffix: '\n    return y\n', prompt: '',
+      input_extra: [{ filename: 'util.py', text: 'def g(y):\n    return y + 1\n' }],
+      n_predict: 16, stop: [], n_indent: 4, top_k: 40, top_p: 0.99, stream: false,
+      samplers: ['top_k', 'top_p', 'infill'], cache_prompt: true, t_max_prompt_ms: 500, t_max_predict_ms: 1000,
+      response_fields: ['content', 'timings/prompt_n', 'timings/predicted_n', 'timings/predicted_ms', 'truncated', 'tokens_cached'],
+    });
+    eq(r.status, 200, `llama.vim infill: ${r.body.slice(0, 200)}`);
+    has(r.json, ['content', 'timings/prompt_n', 'timings/predicted_n', 'truncated', 'tokens_cached'], 'response_fields');
+    eq(Object.keys(r.json).length, 6, 'only the fields asked for');
+  });
+
+  test('compat: llama.vscode /infill stream and chat edit (max_tokens -1, samplers string, DRY/XTC/typical/mirostat)', async () => {
+    const inf = await post(await fimServer(), '/infill', {
+      input_prefix: 'Once upon', input_suffix: ' the end.', input_extra: [{ text: 'Lily went home.\n', time: 1733000000, filename: 'a.txt' }],
+      prompt: '', n_predict: 12, top_k: 40, top_p: 0.99, stream: true, samplers: ['top_k', 'top_p', 'infill'],
+      cache_prompt: true, t_max_prompt_ms: 500, t_max_predict_ms: 2500,
+    });
+    eq(inf.status, 200, `vscode infill: ${inf.body.slice(0, 200)}`);
+    const evs = dataJson(sse(inf.body));
+    assert(evs.length > 1 && evs[evs.length - 1].stop === true, 'a stream ending in stop: true');
+    await stopClean(fim);
+    const s = await stories();
+    const edit = await post(s, '/v1/chat/completions', {
+      messages: [{ role: 'system', content: 'You edit code.' }, { role: 'user', content: 'Rewrite: x = 1' }],
+      stream: false, max_tokens: -1, samplers: 'edkypmxt', temperature: 0.8, top_k: 40, top_p: 0.95, min_p: 0.05,
+      typical_p: 0.95, xtc_probability: 0.5, xtc_threshold: 0.1, dry_multiplier: 0.8, dry_base: 1.75,
+      dry_allowed_length: 2, dry_penalty_last_n: -1, dry_sequence_breakers: ['\n', ':'], repeat_penalty: 1.1,
+      mirostat: 0, mirostat_tau: 5, mirostat_eta: 0.1, tfs_z: 1, dynatemp_range: 0, seed: 7,
+    });
+    eq(edit.status, 200, `vscode chat edit: ${edit.body.slice(0, 300)}`);
+    const ch = edit.json.choices[0];
+    assert(['stop', 'length'].includes(ch.finish_reason), 'finished');
+    // -1: until a stop or the context: the answer may be long but never past the slot
+    assert(edit.json.usage.completion_tokens >= 1 && edit.json.usage.prompt_tokens + edit.json.usage.completion_tokens <= 512, 'within the context');
+    // mirostat 2 and top_n_sigma are taken; an ignored field is named, never a 400
+    const m2 = await post(s, '/completion', { prompt: 'Once', n_predict: 8, mirostat: 2, mirostat_tau: 3, top_n_sigma: 1.5, seed: 3 });
+    eq(m2.status, 200, 'mirostat 2');
+    const ign = await post(s, '/completion', { prompt: 'Once', n_predict: 2, tfs_z: 0.9, dynatemp_range: 0.5 });
+    eq(ign.status, 200, 'ignored fields accepted');
+    eq(ign.headers['x-hearth-ignored'], 'tfs_z, dynatemp_range', 'ignored fields named');
+    eq((await post(s, '/completion', { prompt: 'Once', n_predict: 2 })).headers['x-hearth-ignored'], undefined, 'none named when none ignored');
+    // the same seed, the same text, with every new sampler on
+    const body = { prompt: 'Once upon a time', n_predict: 24, seed: 11, samplers: 'edkypmxt', typical_p: 0.9,
+      xtc_probability: 0.5, xtc_threshold: 0.05, dry_multiplier: 1, top_k: 0, min_p: 0 };
+    const a = await post(s, '/completion', body), b = await post(s, '/completion', body);
+    eq(a.json.content, b.json.content, 'reproducible with DRY, XTC and typical on');
+    assertError(await post(s, '/completion', { prompt: 'x', samplers: 'kq' }), 400, 'samplers', 'unknown sampler letter');
+    assertError(await post(s, '/completion', { prompt: 'x', mirostat: 3 }), 400, 'mirostat', 'mirostat 3');
+  });
+
+  test('compat: Continue /completion stream and Tabby u64 seeds', async () => {
+    const s = await stories();
+    const c = await post(s, '/completion', {
+      prompt: 'Once upon a time', stream: true, n_predict: 10, temperature: 0.2, top_k: 40, top_p: 0.9, min_p: 0.05,
+      frequency_penalty: 0, presence_penalty: 0, stop: ['\n\n', '<|endoftext|>'], cache_prompt: true, mirostat: 0,
+    });
+    eq(c.status, 200, 'Continue stream');
+    const evs = dataJson(sse(c.body));
+    assert(evs.length >= 2 && evs.every((e) => typeof e.content === 'string'), 'content events');
+    // seeds as llama-server keeps them: 32 bits, 2^32 - 1 (and so -1, 2^64 - 1) random
+    const t = (seed) => post(s, '/completion', { prompt: 'Once', n_predict: 12, seed, temperature: 1, top_k: 0, min_p: 0, top_p: 1 });
+    const big = await t(12345678901234567000);   // reduced modulo 2^32
+    eq(big.status, 200, `u64 seed: ${big.body.slice(0, 200)}`);
+    const low = 12345678901234567000 % 4294967296;
+    eq((await t(big.json.generation_settings.seed)).json.content, big.json.content, 'the reported seed repeats the text');
+    eq(big.json.generation_settings.seed, low, 'seed mod 2^32');
+    for (const seed of [18446744073709551615, -1, 4294967295]) {
+      const r = await t(seed);
+      eq(r.status, 200, `seed ${seed}`);
+      assert(r.json.generation_settings.seed < 4294967295, `seed ${seed}: a random one was chosen`);
+    }
+    eq((await t(-2)).json.generation_settings.seed, 4294967294, 'negative: two\'s complement');
+    assertError(await post(s, '/completion', { prompt: 'x', seed: 1.5 }), 400, 'seed', 'fractional seed');
+    // more than 16 stop strings, as llama-server takes
+    const stops = Array.from({ length: 40 }, (_, i) => `zz${i}`).concat(['.']);
+    const st = await post(s, '/completion', { prompt: 'Once upon a time', n_predict: 64, temperature: 0, stop: stops });
+    eq(st.status, 200, `40 stop strings: ${st.body.slice(0, 200)}`);
+    eq(st.json.stopping_word, '.', 'the last one fires');
+    assertError(await post(s, '/completion', { prompt: 'x', stop: Array(300).fill('a') }), 400, 'stop', 'stop list bounded');
+    // n_predict / max_tokens -1 on every endpoint; 0 stays an OpenAI error
+    for (const [p, b] of [['/v1/completions', { prompt: 'Once', max_tokens: -1 }], ['/completion', { prompt: 'Once', n_predict: -1 }]]) {
+      const r = await post(s, p, { ...b, temperature: 0 });
+      eq(r.status, 200, `${p} -1`);
+    }
+    assertError(await post(s, '/v1/completions', { prompt: 'x', max_tokens: 0 }), 400, 'max_tokens', 'max_tokens 0');
+  });
+
+  test('compat: CORS preflight with the SDK headers, on every route; none by default', async () => {
+    const s = await stories();   // no --cors-origin
+    const pre = (srv, p, origin = 'https://app.example') => curl(srv, [p, '-X', 'OPTIONS', '-H', `Origin: ${origin}`,
+      '-H', 'Access-Control-Request-Method: POST', '-H', `Access-Control-Request-Headers: ${SDK_HEADERS}`]);
+    const none = await pre(s, '/v1/chat/completions');
+    eq(none.headers['access-control-allow-origin'], undefined, 'no Allow-Origin by default');
+    eq(none.headers['access-control-allow-headers'], undefined, 'no Allow-Headers by default');
+    eq((await get(s, '/v1/models', ['-H', 'Origin: https://app.example'])).headers['access-control-allow-origin'], undefined, 'nor on answers');
+    for (const origin of ['https://app.example', '*']) {
+      const c = await startServer(['--cors-origin', origin]);
+      for (const p of ['/v1/chat/completions', '/v1/completions', '/v1/models', '/completion', '/infill', '/props', '/slots', '/metrics', '/health', '/tokenize']) {
+        const r = await pre(c, p);
+        eq(r.status, 204, `${origin} ${p}: preflight`);
+        eq(r.headers['access-control-allow-origin'], origin, `${origin} ${p}: Allow-Origin`);
+        eq(r.headers['access-control-allow-headers'], SDK_HEADERS, `${origin} ${p}: the asked-for headers echoed`);
+        assert(/POST/.test(r.headers['access-control-allow-methods']), `${origin} ${p}: methods`);
+      }
+      // odd Access-Control-Request-Headers values are not echoed
+      const odd = await curl(c, ['/v1/models', '-X', 'OPTIONS', '-H', 'Access-Control-Request-Headers: a;b=c']);
+      eq(odd.headers['access-control-allow-headers'], 'Authorization, Content-Type, X-Api-Key', 'not echoed');
+      const a = await post(c, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }, ['-H', 'Origin: https://app.example']);
+      eq(a.headers['access-control-allow-origin'], origin, `${origin}: on the answer`);
+      await stopClean(c);
+    }
+  });
+
+  test('compat: /props, /slots and --metrics-compat in llama-server\'s shapes', async () => {
+    const s = await stories();
+    const p = (await get(s, '/props')).json;
+    has(p, PROPS_FIELDS, '/props');
+    has(p.default_generation_settings, SLOT_FIELDS, 'default_generation_settings');
+    has(p.default_generation_settings.params, PARAMS_FIELDS, 'default_generation_settings.params');
+    has(p.default_generation_settings.next_token, NEXT_TOKEN_FIELDS, 'next_token');
+    eq(p.total_slots, 2, 'total_slots');
+    eq([p.bos_token, p.eos_token], ['<s>', '</s>'], 'bos/eos');
+    assert(/stories260K\.gguf$/.test(p.model_path), 'model_path');
+    assert(typeof p.chat_template === 'string' && p.chat_template.includes('{%'), 'chat_template: Jinja source');
+    eq(p.default_generation_settings.params.seed, 4294967295, 'default seed: random');
+    const sl = (await get(s, '/slots')).json;
+    for (const x of sl) { has(x, SLOT_FIELDS, '/slots'); has(x.params, PARAMS_FIELDS, 'slot params'); has(x.next_token, NEXT_TOKEN_FIELDS, 'slot next_token'); }
+    assertError(await get(s, '/v1/models/nope'), 404, 'model', 'model_not_found');
+    eq((await get(s, '/v1/models/nope')).json.error.type, 'invalid_request_error', 'model_not_found: OpenAI\'s type');
+    eq((await post(s, '/v1/completions', { model: 'nope', prompt: 'x' })).json.error.type, 'invalid_request_error', 'on a generation too');
+    assert(!/llamacpp:/.test((await get(s, '/metrics')).body), 'no llamacpp:* names by default');
+    const m = await startServer(['--metrics-compat']);
+    await post(m, '/completion', { prompt: 'Once upon a time', n_predict: 5, ignore_eos: true });
+    const body = (await get(m, '/metrics')).body;
+    for (const n of METRICS) assert(new RegExp(`^# TYPE ${n} (counter|gauge)$`, 'm').test(body) && new RegExp(`^${n} [0-9.e+-]+$`, 'm').test(body), `metric ${n}`);
+    assert(/^llamacpp:tokens_predicted_total 5$/m.test(body), 'predicted tokens counted');
+    assert(/^hearth_generated_tokens_total 5$/m.test(body), 'hearth_* kept');
+    await stopClean(m);
+  });
+
+  test('compat: the access log counts the tokens a cancelled request generated', async () => {
+    const s = await startServer(['-np', '1', '-c', '8192', '--sse-keepalive', '0'], await slowModel());
+    for (const stream of [true, false]) {
+      const c = rawRequest(s.port, 'POST', '/completion', { prompt: longPrompt(20), n_predict: 6000, stream, ignore_eos: true });
+      await waitFor(async () => (await slots(s))[0].n_decoded > 3, 20000, 'decoding');
+      c.sock.destroy();
+      await waitFor(async () => !(await slots(s))[0].is_processing, 10000, 'slot free');
+    }
+    const lines = s.err.split('\n').filter((l) => / POST \/completion 499 /.test(l));
+    eq(lines.length, 2, `two 499 lines in: ${s.err.slice(-600)}`);
+    for (const l of lines) assert(/ gen=([1-9]\d*) /.test(l), `tokens generated before the cancel counted: ${l}`);
+    await stopClean(s);
+  });
+}
