@@ -235,7 +235,7 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
     [{ messages: msg, max_completion_tokens: 100000 }, 'max_completion_tokens'],
     [{ messages: msg, n: 2 }, 'n'],
     [{ messages: msg, stop: [1, 2] }, 'stop'],
-    [{ messages: msg, stop: Array(17).fill('x') }, 'stop'],
+    [{ messages: msg, stop: Array(257).fill('x') }, 'stop'],
     [{ messages: msg, seed: 'x' }, 'seed'],
     [{ messages: msg, stream: 'yes' }, 'stream'],
     [{ messages: msg, stream_options: { include_usage: true } }, 'stream_options'],
@@ -276,7 +276,7 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
   assertError(await post(s, '/v1/completions', { prompt: 'x', echo: true, logprobs: 1 }), 400, 'echo', 'echo+logprobs');
   assertError(await post(s, '/completion', { prompt: 'x', n_probs: 'a' }), 400, 'n_probs', 'n_probs type');
   assertError(await post(s, '/completion', { prompt: 'x', samplers: ['top_k', 'warp_drive'] }), 400, 'samplers', 'samplers');
-  assertError(await post(s, '/completion', { prompt: 'x', mirostat: 2 }), 400, 'mirostat', 'mirostat');
+  assertError(await post(s, '/completion', { prompt: 'x', mirostat: 3 }), 400, 'mirostat', 'mirostat 3');
   assertError(await post(s, '/completion', { prompt: 'x', id_slot: 7 }), 400, 'id_slot', 'id_slot');
   assertError(await post(s, '/completion', {}), 400, 'prompt', 'no prompt');
   assertError(await post(s, '/tokenize', { content: 5 }), 400, 'content', 'tokenize content');
