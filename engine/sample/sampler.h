@@ -31,7 +31,8 @@ typedef struct sampler_params {
     int dry_allowed_length;   /* repeats this long go unpenalized */
     int dry_penalty_last_n;   /* history it looks at; -1 or 0: all (up to 65536 tokens) */
     int n_dry_breakers;
-    const int32_t *dry_breakers;         /* ids that end a repeat (e.g. "\n"); copied by sampler_new */
+    const int32_t *dry_breakers;         /* ids that end a repeat (e.g. "\n"); copied by sampler_new
+                                          * (and by engine_submit, as logit_bias is) */
     int n_logit_bias;
     const logit_bias_entry *logit_bias;  /* copied by sampler_new; -INFINITY bans */
 } sampler_params;

@@ -142,6 +142,7 @@ static void emit(job *j, job_event *ev) {
 static void job_free(job *j) {
     if (!j) return;
     free((void *)j->params.sampling.logit_bias);
+    free((void *)j->params.sampling.dry_breakers);
     free(j->prompt);
     for (int i = 0; i < ENGINE_MAX_STOP; i++) free(j->stop_copy[i]);
     free(j);
@@ -694,6 +695,8 @@ int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_para
     memcpy(j->prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
     j->n_prompt = n_prompt;
     j->params = *p;
+    j->params.sampling.logit_bias = NULL;   /* the caller's: job_free must not free them */
+    j->params.sampling.dry_breakers = NULL;
     if (j->params.n_stop > ENGINE_MAX_STOP) j->params.n_stop = ENGINE_MAX_STOP;
     for (int i = 0; i < j->params.n_stop; i++) {
         j->stop_copy[i] = strdup(p->stop[i] ? p->stop[i] : "");
@@ -708,6 +711,16 @@ int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_para
         memcpy(lb, p->sampling.logit_bias, sizeof *lb * (size_t)p->sampling.n_logit_bias);
         j->params.sampling.logit_bias = lb;
         j->params.sampling.n_logit_bias = p->sampling.n_logit_bias;
+    }
+    j->params.sampling.dry_breakers = NULL;   /* likewise DRY's breaker ids */
+    j->params.sampling.n_dry_breakers = 0;
+    if (p->sampling.n_dry_breakers > 0 && p->sampling.dry_breakers) {
+        size_t bytes = sizeof(int32_t) * (size_t)p->sampling.n_dry_breakers;
+        int32_t *db = malloc(bytes);
+        if (!db) { job_free(j); return ENGINE_NOMEM; }
+        memcpy(db, p->sampling.dry_breakers, bytes);
+        j->params.sampling.dry_breakers = db;
+        j->params.sampling.n_dry_breakers = p->sampling.n_dry_breakers;
     }
     j->fn = fn;
     j->user = user;
