@@ -28,6 +28,9 @@ void gen_opts_free(gen_opts *o) {
     o->bias = NULL;
     free(o->dry_ids);
     o->dry_ids = NULL;
+    grammar_free(o->grammar);
+    o->grammar = NULL;
+    o->jp.grammar = NULL;
     o->jp.sampling.logit_bias = NULL;
     o->jp.sampling.n_logit_bias = 0;
 }

@@ -23,6 +23,7 @@ typedef enum { GEN_CHAT, GEN_COMPLETION, GEN_LLAMA } gen_kind;
 typedef struct gen_opts {
     job_params jp;            /* jp.stop point into the request JSON (copied at submit) */
     logit_bias_entry *bias;   /* malloc'd; jp.sampling.logit_bias points here */
+    grammar *grammar;         /* owned; jp.grammar points here (the engine copies it) */
     bool stream, include_usage;
     bool logprobs;            /* report each token's logprob */
     int n_probs;              /* and this many alternatives */

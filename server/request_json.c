@@ -1,6 +1,7 @@
 /* Reading request fields with checks (see request_json.h). */
 #include "server/request_json.h"
 #include "engine/text/tokenizer.h"
+#include "engine/sample/json_schema.h"
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -347,19 +348,56 @@ static bool parse_unsupported(const cJSON *b, gen_kind kind, api_error *e) {
     const cJSON *v = jf_get(b, "tool_choice");
     if (v && kind != GEN_CHAT && !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
         return api_fail(e, 400, "tool_choice", "unsupported_value", "'tool_choice' is not supported by this server");
-    v = jf_get(b, "grammar");
-    if (v && !(cJSON_IsString(v) && !*v->valuestring))
-        return api_fail(e, 400, "grammar", "unsupported_value", "grammars are not supported by this server");
-    v = jf_get(b, "json_schema");
-    if (v && !(cJSON_IsObject(v) && !v->child))
-        return api_fail(e, 400, "json_schema", "unsupported_value", "JSON schemas are not supported by this server");
-    v = jf_get(b, "response_format");
-    if (v) {
-        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return api_fail(e, 400, "response_format", "unsupported_value",
-                            "'response_format' may only be {\"type\": \"text\"} on this server");
+    return true;
+}
+
+/* Constrained output: llama.cpp's "grammar" (GBNF) and "json_schema", and
+ * OpenAI's response_format (json_object, json_schema). At most one of them;
+ * a bad grammar or schema is a 400 with the parser's message. The source
+ * sizes are capped by the compilers, so this stays cheap on the loop. */
+static bool parse_grammar(const cJSON *b, gen_opts *o, api_error *e) {
+    const cJSON *gr = jf_get(b, "grammar"), *js = jf_get(b, "json_schema"), *rf = jf_get(b, "response_format");
+    if (gr && !cJSON_IsString(gr)) return api_fail(e, 400, "grammar", "invalid_type", "'grammar' must be a string (GBNF)");
+    if (gr && !*gr->valuestring) gr = NULL;
+    if (js && !cJSON_IsObject(js) && !cJSON_IsBool(js))
+        return api_fail(e, 400, "json_schema", "invalid_type", "'json_schema' must be a JSON schema object");
+    if (js && cJSON_IsObject(js) && !js->child) js = NULL;   /* {}: no constraint, as llama.cpp */
+    const char *param = gr ? "grammar" : js ? "json_schema" : "response_format";
+    const cJSON *schema = js;
+    bool strict = false, any_object = false;
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!cJSON_IsString(t))
+            return api_fail(e, 400, "response_format", "invalid_type", "'response_format' must be an object with a 'type'");
+        if (!strcmp(t->valuestring, "text")) rf = NULL;
+        else if (gr || js)
+            return api_fail(e, 400, "response_format", "invalid_value", "give one of 'grammar', 'json_schema' and 'response_format'");
+        else if (!strcmp(t->valuestring, "json_object")) {
+            schema = jf_get(rf, "schema");   /* llama-server also takes a schema here */
+            any_object = !schema;
+        } else if (!strcmp(t->valuestring, "json_schema")) {
+            const cJSON *w = jf_get(rf, "json_schema");
+            if (!cJSON_IsObject(w))
+                return api_fail(e, 400, "response_format", "invalid_value", "response_format json_schema needs a 'json_schema' object");
+            schema = jf_get(w, "schema");
+            const cJSON *st = jf_get(w, "strict");
+            if (st && !cJSON_IsBool(st))
+                return api_fail(e, 400, "response_format", "invalid_type", "'response_format.json_schema.strict' must be true or false");
+            strict = cJSON_IsTrue(st);
+            if (!schema) any_object = true;
+        } else {
+            return api_fail(e, 400, "response_format", "invalid_value",
+                            "'response_format.type' must be 'text', 'json_object' or 'json_schema', not '%.40s'", t->valuestring);
+        }
     }
+    if (gr && js) return api_fail(e, 400, "grammar", "invalid_value", "give one of 'grammar' and 'json_schema'");
+    if (!gr && !schema && !any_object) return true;
+    char err[256];
+    if (gr) o->grammar = grammar_parse(gr->valuestring, strlen(gr->valuestring), err, sizeof err);
+    else if (any_object) o->grammar = grammar_json_object(err, sizeof err);
+    else o->grammar = grammar_from_json_schema(schema, strict, err, sizeof err);
+    if (!o->grammar) return api_fail(e, 400, param, "invalid_value", "%s", err);
+    o->jp.grammar = o->grammar;
     return true;
 }
 
@@ -455,6 +493,7 @@ bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o,
     if (!parse_stop(b, o, e)) return false;
     if (!parse_logit_bias(s, b, o, e)) return false;
     if (!parse_unsupported(b, kind, e)) return false;
+    if (!parse_grammar(b, o, e)) return false;
 
     if (!jf_bool(b, "stream", &o->stream, e)) return false;
     const cJSON *so = jf_get(b, "stream_options");

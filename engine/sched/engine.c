@@ -72,6 +72,7 @@ typedef struct job {
     int n_prompt;
     job_params params;
     char *stop_copy[ENGINE_MAX_STOP];
+    grammar *grammar;         /* params.grammar's copy */
     job_event_fn fn;
     void *user;
     atomic_bool cancelled;
@@ -91,6 +92,7 @@ typedef struct slot {
     int n_generated;
     int32_t next_token;       /* sampled, to be fed next step */
     sampler *smp;
+    grammar_sampler *gs;      /* the job's grammar, or NULL */
     detok_stream detok;
     stop_text stop;
     uint64_t last_used;       /* step of last use, for LRU */
@@ -127,6 +129,7 @@ struct engine {
     slot_info *published;     /* the slot table as of the last step */
     engine_stats stats;
 
+    grammar_vocab *gv;        /* the vocabulary's trie, built for the first grammar job */
     prompt_cache *pc;         /* NULL: off */
     int block;                /* B, tokens per stored block */
     block_key root;           /* the parent of every prompt's first block */
@@ -143,6 +146,7 @@ static void job_free(job *j) {
     if (!j) return;
     free((void *)j->params.sampling.logit_bias);
     free((void *)j->params.sampling.dry_breakers);
+    grammar_free(j->grammar);
     free(j->prompt);
     for (int i = 0; i < ENGINE_MAX_STOP; i++) free(j->stop_copy[i]);
     free(j);
@@ -190,6 +194,8 @@ static void slot_release(engine *e, slot *sl) {
     job *j = sl->job;
     sampler_free(sl->smp);
     sl->smp = NULL;
+    grammar_sampler_free(sl->gs);
+    sl->gs = NULL;
     stop_text_free(&sl->stop);
     slot_set_job(e, sl, NULL);
     job_free(j);
@@ -308,9 +314,15 @@ static int slot_admit(engine *e, slot *sl) {
     sl->smp = sampler_new(&j->params.sampling, e->m->p.n_vocab);
     const char *stops[ENGINE_MAX_STOP];
     for (int i = 0; i < j->params.n_stop; i++) stops[i] = j->stop_copy[i];
-    if (!sl->smp || stop_text_init(&sl->stop, stops, j->params.n_stop)) {
+    if (j->grammar && !grammar_mask_disabled()) {   /* the vocabulary's trie once, on first use (tens of ms) */
+        if (!e->gv) e->gv = grammar_vocab_from_tokenizer(e->m->tok);
+        sl->gs = e->gv ? grammar_sampler_new(j->grammar, e->gv, !j->params.ignore_eos) : NULL;
+    }
+    if (!sl->smp || (j->grammar && !grammar_mask_disabled() && !sl->gs) || stop_text_init(&sl->stop, stops, j->params.n_stop)) {
         sampler_free(sl->smp);
         sl->smp = NULL;
+        grammar_sampler_free(sl->gs);
+        sl->gs = NULL;
         return -1;
     }
     for (int i = 0; i < j->n_prompt; i++) sampler_accept(sl->smp, j->prompt[i]);
@@ -461,14 +473,43 @@ static int pack_batch(engine *e, int *n_rows) {
     return n;
 }
 
-/* Sample the next token for a slot from its logits row and send it. */
-static void slot_sample(engine *e, slot *sl, const float *row) {
-    job *j = sl->job;
+/* The token the sampler picks, among those the grammar allows when there is
+ * one: first unconstrained (usually allowed: no mask needed), else again
+ * over the row with every impossible token at -inf. -1: none is possible. */
+static int32_t slot_pick(engine *e, slot *sl, const float *row) {
     int n_vocab = e->m->p.n_vocab;
     int32_t tok = sampler_greedy(sl->smp, row);   /* the common case, without a copy */
     if (tok < 0) {
         memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
         tok = sampler_sample(sl->smp, e->work);
+    }
+    if (!sl->gs || grammar_sampler_allows(sl->gs, tok)) return tok;
+    int n_allowed;
+    const uint64_t *mask = grammar_sampler_mask(sl->gs, &n_allowed);
+    if (!mask || !n_allowed) return -1;
+    memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
+    grammar_mask_apply(mask, e->work, n_vocab);
+    tok = sampler_sample(sl->smp, e->work);
+    if (!grammar_sampler_allows(sl->gs, tok)) {   /* the allowed logits were all NaN or -inf: the first allowed id */
+        for (tok = 0; tok < n_vocab && !(mask[tok >> 6] >> (tok & 63) & 1); tok++) {}
+        if (tok == n_vocab) return -1;
+    }
+    return tok;
+}
+
+/* Sample the next token for a slot from its logits row and send it. */
+static void slot_sample(engine *e, slot *sl, const float *row) {
+    job *j = sl->job;
+    int n_vocab = e->m->p.n_vocab;
+    int32_t tok = slot_pick(e, sl, row);
+    if (tok < 0) {   /* the grammar allows nothing more: done if it can end here */
+        slot_finish(e, sl, grammar_matcher_can_end(grammar_sampler_matcher(sl->gs)) ? FINISH_STOP : FINISH_ERROR, -1);
+        return;
+    }
+    bool grammar_done = false;
+    if (sl->gs) {
+        grammar_sampler_accept(sl->gs, tok);
+        grammar_done = grammar_sampler_done(sl->gs);
     }
     double t = now_ms();
     if (!sl->t_first) sl->t_first = t;
@@ -495,7 +536,7 @@ static void slot_sample(engine *e, slot *sl, const float *row) {
     sl->tokens[sl->n_past] = tok;   /* resident once fed; kept here for prefix reuse */
     sl->next_token = tok;
     sl->state = SLOT_GENERATE;
-    if (eog || stop_hit >= 0) slot_finish(e, sl, FINISH_STOP, stop_hit);
+    if (eog || stop_hit >= 0 || grammar_done) slot_finish(e, sl, FINISH_STOP, stop_hit);
     else if (j->params.max_tokens >= 0 && sl->n_generated >= j->params.max_tokens) slot_finish(e, sl, FINISH_LENGTH, -1);
     else if (sl->n_past + 1 >= e->cfg.n_ctx) slot_finish(e, sl, FINISH_LENGTH, -1);
     else if (j->params.t_max_predict_ms > 0 && t - sl->t_first > j->params.t_max_predict_ms)
@@ -673,6 +714,7 @@ void engine_destroy(engine *e) {
     schedule(e);
     prompt_cache_close(e->pc);   /* writes what is queued, joins the writer */
     if (e->bs) e->be->destroy(e->bs);
+    grammar_vocab_free(e->gv);
     if (!e->cfg.pool) pool_destroy(e->pool);
     for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens);
     free(e->slots); free(e->published); free(e->logits); free(e->work);
@@ -703,6 +745,8 @@ int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_para
         if (!j->stop_copy[i]) { job_free(j); return ENGINE_NOMEM; }
         j->params.stop[i] = j->stop_copy[i];
     }
+    if (p->grammar && !(j->grammar = grammar_clone(p->grammar))) { job_free(j); return ENGINE_NOMEM; }
+    j->params.grammar = j->grammar;
     j->params.sampling.logit_bias = NULL;   /* copied below by value: the sampler copies at admission */
     j->params.sampling.n_logit_bias = 0;
     if (p->sampling.n_logit_bias > 0 && p->sampling.logit_bias) {

@@ -12,6 +12,7 @@
 #include "engine/model/model.h"
 #include "engine/sample/sampler.h"
 #include "engine/cache/prompt_cache.h"
+#include "engine/sample/grammar.h"
 
 typedef struct engine engine;
 
@@ -60,6 +61,7 @@ typedef struct job_params {
     bool render_special;      /* event text spells control tokens (tool-call and channel markers) */
     int n_stop;
     const char *stop[ENGINE_MAX_STOP];   /* copied at submit */
+    const grammar *grammar;   /* NULL: none; else every token is one the grammar allows (copied at submit) */
 } job_params;
 
 void job_params_default(job_params *p);

@@ -1,0 +1,501 @@
+/* Grammar-constrained sampling: the GBNF parser (valid and invalid input),
+ * the matcher (whole strings, byte by byte, UTF-8), the JSON-schema
+ * compiler (strings each construct must and must not take), the token mask
+ * against a brute-force oracle on real vocabularies, and 200 generations
+ * from a random-weight model that must all parse and validate, with the
+ * mask turned off as the planted control. */
+#include "tests/test.h"
+#include "tests/json_check.h"
+#include "engine/sample/grammar.h"
+#include "engine/sample/json_schema.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/model/model.h"
+#include "engine/sched/engine.h"
+#include "kernels/kernels.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- helpers ------------------------------------------------------------------- */
+static grammar *parse(const char *text) {
+    char err[256];
+    grammar *g = grammar_parse(text, strlen(text), err, sizeof err);
+    if (!g) fprintf(stderr, "parse: %s\n", err);
+    return g;
+}
+
+/* 1: the grammar takes the whole text and may end there; 0 otherwise. */
+static int full(const grammar *g, const char *text) {
+    grammar_matcher *m = grammar_matcher_new(g);
+    if (!m) return -1;
+    int ok = grammar_matcher_accept(m, text, strlen(text)) && grammar_matcher_can_end(m);
+    grammar_matcher_free(m);
+    return ok;
+}
+
+/* The same fed one byte at a time: it must agree with full(). */
+static int bytewise(const grammar *g, const char *text) {
+    grammar_matcher *m = grammar_matcher_new(g);
+    if (!m) return -1;
+    int ok = 1;
+    for (size_t i = 0; text[i] && ok; i++) ok = grammar_matcher_accept(m, text + i, 1);
+    ok = ok && grammar_matcher_can_end(m);
+    grammar_matcher_free(m);
+    return ok;
+}
+
+static void expect(const char *gbnf, const char *const *yes, const char *const *no) {
+    grammar *g = parse(gbnf);
+    CHECKF(g != NULL, "%s", gbnf);
+    if (!g) return;
+    for (int i = 0; yes && yes[i]; i++) {
+        CHECKF(full(g, yes[i]) == 1, "%s should take '%s'", gbnf, yes[i]);
+        CHECKF(bytewise(g, yes[i]) == 1, "%s should take '%s' byte by byte", gbnf, yes[i]);
+    }
+    for (int i = 0; no && no[i]; i++) {
+        CHECKF(full(g, no[i]) == 0, "%s should refuse '%s'", gbnf, no[i]);
+        CHECKF(bytewise(g, no[i]) == 0, "%s should refuse '%s' byte by byte", gbnf, no[i]);
+    }
+    grammar_free(g);
+}
+#define L(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* ---- the parser ----------------------------------------------------------------- */
+static void test_parse_errors(void) {
+    static const struct { const char *g, *msg; } bad[] = {
+        { "", "no 'root' rule" },
+        { "root ::= foo", "line 1, column 10: undefined rule 'foo'" },
+        { "root ::= \"a", "unterminated literal" },
+        { "root ::= [a-", "unterminated character class" },
+        { "root ::= []", "empty character class" },
+        { "root ::= (\"a\"", "expected ')'" },
+        { "root ::= *", "without a symbol" },
+        { "root ::= \"a\"{3,1}", "upper bound is below" },
+        { "root ::= \"a\"{99999}", "repetition count above" },
+        { "root ::= \"\\q\"", "unknown escape" },
+        { "root ::= \"\\x4\"", "hex digits" },
+        { "root ::= root \"a\" | \"b\"", "left-recursive" },
+        { "root ::= a\na ::= b? a \"x\" | \"y\"\nb ::= \"z\"", "left-recursive" },
+        { "root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: rule 'root' is defined twice" },
+        { "root ::= \"a\" )", "expected the end of the line" },
+        { "root \"a\"", "expected '::='" },
+        { "root ::= [z-a]", "range end below its start" },
+        { "root ::= \"\xff\"", "invalid UTF-8" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char err[256];
+        grammar *g = grammar_parse(bad[i].g, strlen(bad[i].g), err, sizeof err);
+        CHECKF(!g, "'%s' parsed", bad[i].g);
+        CHECKF(strstr(err, bad[i].msg) != NULL, "'%s': got '%s', want '%s'", bad[i].g, err, bad[i].msg);
+        grammar_free(g);
+    }
+    /* deep nesting is an error, not a stack overflow */
+    char deep[400];
+    int k = snprintf(deep, sizeof deep, "root ::= ");
+    for (int i = 0; i < 100; i++) deep[k++] = '(';
+    deep[k] = 0;
+    char err[256];
+    CHECK(!grammar_parse(deep, strlen(deep), err, sizeof err) && strstr(err, "nested deeper"));
+    /* a grammar too large for the bounds */
+    char big[400];
+    k = snprintf(big, sizeof big, "root ::=");
+    for (int i = 0; i < 12; i++) k += snprintf(big + k, sizeof big - (size_t)k, " \"a\"{0,10000}");
+    CHECK(!grammar_parse(big, strlen(big), err, sizeof err) && strstr(err, "too "));
+}
+
+static void test_parse_valid(void) {
+    /* comments, newlines inside groups and after |, every escape, names with - and _ */
+    expect("# a comment\nroot ::= greeting-1 (\n  \" \" name_x # trailing\n)?\n"
+           "greeting-1 ::= \"hi\" |\n  \"hello\"\nname_x ::= [A-Z] [a-z]*\n",
+           L("hi", "hello", "hi Bob", "hello X"), L("", "hi ", "hey", "hi bob", "hi Bob!"));
+    expect("root ::= \"\\x41\\u00e9\\U0001F600\\t\\n\\r\\\\\\\"\\[\\]\"", L("A\xc3\xa9\xf0\x9f\x98\x80\t\n\r\\\"[]"), L("A"));
+    expect("root ::= [^\\]a-c\\-] .", L("dx", "zz", "\xc3\xa9\xc3\xa9"), L("ax", "]x", "-x", "d"));
+    expect("root ::= \"ab\"{2} \"c\"{1,3} \"d\"{2,} \"e\"{,1}",
+           L("ababcdd", "ababcccdddde"), L("abcdd", "ababccccdd", "ababcd", "ababcddee"));
+    expect("root ::= (\"a\" | \"b\")+ \"\" [0-9]?", L("a", "ab7", "bbba"), L("", "7", "ab77"));
+    expect("root ::= \"\"", L(""), L("a"));
+    expect("root ::= [^]", L("a", "\xe2\x82\xac"), L("", "ab"));
+    /* a nullable rule before a recursion is fine when something is consumed first */
+    expect("root ::= \"(\" root? \")\"", L("()", "(())", "((()))"), L("(", "(()", ")("));
+}
+
+/* ---- the matcher --------------------------------------------------------------- */
+static void test_matcher(void) {
+    /* UTF-8: sets over code points, characters split across accepts */
+    grammar *g = parse("root ::= [\\u0100-\\U0001F64F]+ \"!\"");
+    if (g) {
+        grammar_matcher *m = grammar_matcher_new(g);
+        const char *s = "\xc4\x80\xf0\x9f\x98\x80!";   /* U+0100, U+1F600, ! */
+        CHECK(grammar_matcher_accept(m, s, 1));          /* a lead byte alone: a character in range can follow */
+        CHECK(!grammar_matcher_can_end(m));
+        CHECK(grammar_matcher_accept(m, s + 1, 2));       /* the rest, and a 4-byte lead */
+        CHECK(!grammar_matcher_accept(m, "A", 1));        /* not a continuation byte */
+        CHECK(grammar_matcher_accept(m, s + 3, 3));
+        CHECK(grammar_matcher_accept(m, "!", 1));
+        CHECK(grammar_matcher_done(m));
+        grammar_matcher_free(m);
+        m = grammar_matcher_new(g);
+        CHECK(!grammar_matcher_accept(m, "\xc3", 1));          /* U+00C0..U+00FF: all below the range */
+        CHECK(!grammar_matcher_accept(m, "\xf0\x9f\x99\x90", 4));   /* U+1F650: above it */
+        CHECK(!grammar_matcher_accept(m, "\xed\xa0\x80", 3));       /* a surrogate */
+        CHECK(!grammar_matcher_accept(m, "\xc4", 1) || !grammar_matcher_accept(m, "\xc4", 1));
+        grammar_matcher_free(m);
+        grammar_free(g);
+    }
+    /* overlong forms and stray bytes never match, even against a negated set */
+    expect("root ::= [^a]*", L("", "b", "\xc3\xa9"), L("a", "\xc1\xa1", "\x80", "\xff", "\xe0\x80\x80", "\xf4\x90\x80\x80"));
+    /* ambiguity: many stacks at once */
+    expect("root ::= (\"a\" | \"aa\" | \"aaa\")* \"b\"", L("b", "aaaaaaab"), L("aaaa", "ba"));
+    /* deep recursion is bounded, not a crash: 3000 nested brackets are refused */
+    g = parse("root ::= \"[\" root? \"]\"");
+    if (g) {
+        grammar_matcher *m = grammar_matcher_new(g);
+        int taken = 0;
+        for (int i = 0; i < 3000; i++) taken += grammar_matcher_accept(m, "[", 1);
+        CHECKF(taken > 500 && taken < 3000, "%d", taken);
+        grammar_matcher_free(m);
+        grammar_free(g);
+    }
+    /* a rejected chunk leaves the state as it was */
+    g = parse("root ::= \"abc\"");
+    if (g) {
+        grammar_matcher *m = grammar_matcher_new(g);
+        CHECK(grammar_matcher_accept(m, "a", 1));
+        CHECK(!grammar_matcher_accept(m, "bx", 2));
+        CHECK(grammar_matcher_accept(m, "bc", 2) && grammar_matcher_done(m));
+        grammar_matcher_free(m);
+        grammar_free(g);
+    }
+}
+
+/* ---- the schema compiler -------------------------------------------------------- */
+static void schema_expect(const char *schema_json, bool strict, const char *const *yes, const char *const *no) {
+    cJSON *s = cJSON_Parse(schema_json);
+    CHECKF(s != NULL, "bad test schema %s", schema_json);
+    if (!s) return;
+    char err[256];
+    grammar *g = grammar_from_json_schema(s, strict, err, sizeof err);
+    CHECKF(g != NULL, "%s: %s", schema_json, err);
+    for (int i = 0; g && yes && yes[i]; i++) {
+        CHECKF(full(g, yes[i]) == 1, "%s should take %s", schema_json, yes[i]);
+        cJSON *doc = cJSON_Parse(yes[i]);
+        CHECKF(doc && json_check(doc, s, s), "test case %s is not valid under %s", yes[i], schema_json);
+        cJSON_Delete(doc);
+    }
+    for (int i = 0; g && no && no[i]; i++) CHECKF(full(g, no[i]) == 0, "%s should refuse %s", schema_json, no[i]);
+    grammar_free(g);
+    cJSON_Delete(s);
+}
+
+static void test_schema(void) {
+    schema_expect("{\"type\":\"string\"}", true, L("\"\"", "\"a b\\\"\\\\\\u00e9\\n\"", "\"\xc3\xa9\""),
+                  L("\"a", "\"\n\"", "\"\\q\"", "1", "\"a\"\"", "\"\\u12\""));
+    schema_expect("{\"type\":\"integer\"}", true, L("0", "-12", "1234567890123456"), L("01", "1.5", "-", "12345678901234567", "1e3"));
+    schema_expect("{\"type\":\"number\"}", true, L("0", "-1.25", "3e10", "2.5E-3"), L("1.", ".5", "+1", "1e"));
+    schema_expect("{\"type\":\"boolean\"}", true, L("true", "false"), L("True", "1"));
+    schema_expect("{\"type\":\"null\"}", true, L("null"), L("nil"));
+    schema_expect("{\"type\":[\"string\",\"null\"]}", true, L("null", "\"x\""), L("1"));
+    schema_expect("{\"enum\":[\"red\",1,null,{\"a\":[true]}]}", true, L("\"red\"", "1", "null", "{\"a\":[true]}"),
+                  L("\"blue\"", "2", "{\"a\":[false]}"));
+    schema_expect("{\"const\":\"x\\\"y\"}", true, L("\"x\\\"y\""), L("\"xy\""));
+    schema_expect("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", true, L("\"ab\"", "\"\xc3\xa9\xc3\xa9\xc3\xa9\"", "\"a\\nb\""),
+                  L("\"a\"", "\"abcd\""));
+    schema_expect("{\"type\":\"string\",\"format\":\"date\"}", true, L("\"2024-02-29\"", "\"1999-12-31\""),
+                  L("\"2024-13-01\"", "\"2024-1-01\"", "\"x\""));
+    schema_expect("{\"type\":\"string\",\"format\":\"time\"}", true, L("\"23:59:59Z\"", "\"01:02:03.123+05:30\""), L("\"24:00:00Z\"", "\"12:00:00\""));
+    schema_expect("{\"type\":\"string\",\"format\":\"date-time\"}", true, L("\"2024-01-02T03:04:05Z\""), L("\"2024-01-02 03:04:05Z\""));
+    schema_expect("{\"type\":\"string\",\"format\":\"uuid\"}", true, L("\"123e4567-e89b-12d3-a456-426614174000\""),
+                  L("\"123e4567e89b12d3a456426614174000\""));
+    schema_expect("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":1,\"maxItems\":3}", true,
+                  L("[1]", "[1, 2,3]", "[ 1 ]"), L("[]", "[1,2,3,4]", "[1,]", "[\"a\"]"));
+    schema_expect("{\"type\":\"array\",\"maxItems\":0}", true, L("[]"), L("[1]"));
+    schema_expect("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", true,
+                  L("[\"a\",1]"), L("[\"a\"]", "[1,\"a\"]"));
+    const char *obj = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},"
+                      "\"c\":{\"type\":\"boolean\"}},\"required\":[\"b\"]}";
+    schema_expect(obj, true, L("{\"b\":\"x\"}", "{\"a\":1,\"b\":\"x\"}", "{\"b\":\"x\",\"c\":true}", "{ \"a\" : 1 , \"b\" : \"\" , \"c\" : false }"),
+                  L("{}", "{\"a\":1}", "{\"b\":\"x\",\"a\":1}", "{\"b\":\"x\",\"d\":1}", "{\"b\":\"x\",}", "{,\"b\":\"x\"}"));
+    schema_expect("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}}",
+                  true, L("{}", "{\"a\":1,\"z\":\"y\"}", "{\"z\":\"y\",\"w\":\"v\"}"), L("{\"z\":1}"));
+    schema_expect("{\"type\":\"object\"}", false, L("{}", "{\"k\":[1,{\"x\":null}]}"), L("[]", "{1:2}"));
+    schema_expect("{\"type\":\"object\"}", true, L("{}"), L("{\"k\":1}"));
+    schema_expect("{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", true, L("1", "\"a\""), L("\"ab\"", "true"));
+    schema_expect("{\"oneOf\":[{\"const\":1},{\"const\":2}]}", true, L("1", "2"), L("3"));
+    schema_expect("{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+                  "{\"properties\":{\"b\":{\"type\":\"null\"}},\"required\":[\"b\"]}]}", true,
+                  L("{\"a\":1,\"b\":null}"), L("{\"a\":1}", "{\"b\":null}"));
+    schema_expect("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                  "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},"
+                  "\"$ref\":\"#/$defs/node\"}", true,
+                  L("{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"), L("{\"v\":1}", "{\"v\":1,\"next\":2}"));
+    schema_expect("{\"definitions\":{\"n\":{\"type\":\"integer\"}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/n\"}}", true,
+                  L("[1,2]"), L("[\"x\"]"));
+    schema_expect("{\"type\":\"string\",\"pattern\":\"^a+$\"}", true, L("\"zzz\""), NULL);   /* pattern: not enforced (documented) */
+    schema_expect("{}", true, L("1", "\"s\"", "[{}]", "null"), L("nul", "[1"));
+
+    static const struct { const char *s, *msg; } bad[] = {
+        { "{\"type\":\"strin\"}", "unknown type 'strin'" },
+        { "{\"$ref\":\"#/$defs/nope\"}", "points at nothing" },
+        { "{\"$ref\":\"http://x/y.json\"}", "only local $refs" },
+        { "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":7}}}", "at /properties/a: 'type' must be" },
+        { "{\"type\":\"string\",\"minLength\":-1}", "non-negative integer" },
+        { "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "maxItems is below" },
+        { "{\"enum\":[]}", "non-empty list" },
+        { "false", "matches nothing" },
+        { "{\"type\":\"string\",\"maxLength\":1000000}", "above" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cJSON *s = cJSON_Parse(bad[i].s);
+        char err[256] = "";
+        grammar *g = s ? grammar_from_json_schema(s, true, err, sizeof err) : NULL;
+        CHECKF(!g && strstr(err, bad[i].msg), "%s: got '%s', want '%s'", bad[i].s, err, bad[i].msg);
+        grammar_free(g);
+        cJSON_Delete(s);
+    }
+    /* a hostile schema: 5000 nested arrays is bounded work and an answer either way */
+    char *deep = malloc(200000);
+    size_t k = 0;
+    for (int i = 0; i < 5000; i++) k += (size_t)sprintf(deep + k, "{\"items\":");
+    k += (size_t)sprintf(deep + k, "{}");
+    for (int i = 0; i < 5000; i++) deep[k++] = '}';
+    deep[k] = 0;
+    cJSON *s = cJSON_ParseWithOpts(deep, NULL, 0);
+    if (s) {
+        char err[256];
+        grammar *g = grammar_from_json_schema(s, true, err, sizeof err);
+        CHECK(g != NULL || err[0]);
+        grammar_free(g);
+        cJSON_Delete(s);
+    }
+    free(deep);
+    char err[256];
+    grammar *g = grammar_json_object(err, sizeof err);
+    CHECK(g && full(g, "{\"a\": [1, 2.5, \"x\", {\"b\": null}], \"c\": true}") == 1 && full(g, "[1]") == 0);
+    grammar_free(g);
+}
+
+/* ---- the mask against a brute-force oracle ------------------------------------------ */
+static tokenizer *load_tok(const char *rel) {
+    gguf_file gf;
+    char err[256];
+    if (gguf_open(test_path(rel), &gf, err, sizeof err)) { fprintf(stderr, "%s\n", err); return NULL; }
+    tokenizer *t = tokenizer_load(&gf, err, sizeof err);
+    gguf_close(&gf);
+    return t;
+}
+
+/* From the states reached by the prefixes of `walk`, the mask must equal,
+ * token by token, feeding the token's bytes to a matcher of its own. */
+static void mask_vs_oracle(const tokenizer *t, const grammar_vocab *v, const grammar *g, const char *walk, bool control) {
+    int n = grammar_vocab_n(v);
+    char *buf = malloc(4096);
+    size_t wl = strlen(walk);
+    for (size_t cut = 0; cut <= wl; cut += 1 + cut / 3) {
+        grammar_sampler *gs = grammar_sampler_new(g, v, true);
+        grammar_matcher *oracle = grammar_matcher_new(g);
+        if (!gs || !oracle) { CHECK(0); break; }
+        /* the sampler advances token by token, taking single-byte pieces of walk */
+        bool ok = true;
+        for (size_t i = 0; i < cut && ok; i++) {
+            int32_t id = -1;
+            for (int k = 0; k < n && id < 0; k++) {   /* a token whose bytes are walk[i] */
+                size_t len = tokenizer_token_bytes(t, k, false, buf, 4096);
+                if (len == 1 && buf[0] == walk[i] && !tokenizer_is_control(t, k) && !tokenizer_is_eog(t, k)) id = k;
+            }
+            ok = id >= 0 && grammar_sampler_accept(gs, id);
+        }
+        CHECKF(ok, "walk prefix %zu", cut);
+        CHECK(grammar_matcher_accept(oracle, walk, cut));
+        int n_allowed;
+        const uint64_t *mask = grammar_sampler_mask(gs, &n_allowed);
+        int32_t base = gm_current(oracle);
+        int mismatches = 0, count = 0;
+        for (int k = 0; k < n && mask; k++) {
+            bool want;
+            if (tokenizer_is_eog(t, k)) want = grammar_matcher_can_end(oracle);
+            else if (tokenizer_is_control(t, k)) want = false;
+            else {
+                size_t len = tokenizer_token_bytes(t, k, false, buf, 4096);
+                want = len > 0 && grammar_matcher_accept(oracle, buf, len);
+                gm_set_state(oracle, base);
+                base = gm_current(oracle);
+            }
+            bool got = mask[k >> 6] >> (k & 63) & 1;
+            if (control && k % 1000 == 7) got = !got;   /* planted: the comparison must see it */
+            if (got != want && mismatches++ < 3) fprintf(stderr, "%s token %d (%s): mask %d oracle %d\n",
+                                                         control ? "control" : "mask", k, tokenizer_token_text(t, k), got, want);
+            count += want;
+            /* allows() (the fast path) agrees too */
+            if (!control && k % 97 == 0) CHECK(grammar_sampler_allows(gs, k) == want);
+        }
+        if (control) CHECKF(mismatches > 0, "the planted mismatch was not seen");
+        else {
+            CHECKF(mismatches == 0, "prefix '%.*s': %d mismatches", (int)cut, walk, mismatches);
+            CHECKF(count == n_allowed, "count %d vs %d", count, n_allowed);
+            if (getenv("GRAMMAR_TEST_VERBOSE")) printf("prefix %zu: %d of %d tokens possible\n", cut, n_allowed, n);
+        }
+        grammar_matcher_free(oracle);
+        grammar_sampler_free(gs);
+        if (control) break;
+    }
+    free(buf);
+}
+
+static void test_mask(void) {
+    const char *vocabs[] = { "fixtures/qwen2-tiny-Q8_0.gguf", "fixtures/llama3-tiny-Q4_0.gguf", "models/stories260K.gguf" };
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":4},"
+                         "\"n\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"\xc3\xa9t\xc3\xa9\"]}}},"
+                         "\"required\":[\"name\",\"n\"]}";
+    const char *walk = "{\"name\": \"ab\xc3\xa9\", \"n\": -12, \"tags\": [\"\xc3\xa9t\xc3\xa9\"]}";
+    cJSON *s = cJSON_Parse(schema);
+    char err[256];
+    grammar *g = grammar_from_json_schema(s, true, err, sizeof err);
+    CHECKF(g != NULL, "%s", err);
+    grammar *gu = parse("root ::= [^\\u00e9]* \"\\u00e9\\U0001F600\" | \"x\" [\\u0080-\\uFFFF]{2}");
+    for (size_t i = 0; i < sizeof vocabs / sizeof *vocabs && g && gu; i++) {
+        tokenizer *t = load_tok(vocabs[i]);
+        CHECKF(t != NULL, "%s", vocabs[i]);
+        if (!t) continue;
+        grammar_vocab *v = grammar_vocab_from_tokenizer(t);
+        CHECK(v != NULL);
+        if (v) {
+            mask_vs_oracle(t, v, g, walk, false);
+            mask_vs_oracle(t, v, gu, "ab\xc3\xa9", false);   /* the walk ends inside no character, but tokens do */
+            if (i == 0) mask_vs_oracle(t, v, g, walk, true);
+        }
+        grammar_vocab_free(v);
+        tokenizer_free(t);
+    }
+    grammar_free(g);
+    grammar_free(gu);
+    cJSON_Delete(s);
+}
+
+/* ---- generations -------------------------------------------------------------------- */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;
+    long ntok;
+    char text[64][8192];
+    size_t len[64];
+    finish_reason fin[64];
+} runs;
+
+static void on_ev(void *user, const job_event *ev) {
+    runs *r = user;
+    /* the job id picks the buffer (ids are handed out from 1 in submit order per engine) */
+    int k = (int)((ev->job_id - 1) % 64);
+    pthread_mutex_lock(&r->mu);
+    if (ev->text_len && r->len[k] + ev->text_len < sizeof r->text[k]) {
+        memcpy(r->text[k] + r->len[k], ev->text, ev->text_len);
+        r->len[k] += ev->text_len;
+    }
+    if (ev->type == JOB_EV_DONE) { r->fin[k] = ev->finish; r->ntok += ev->n_generated; r->pending--; pthread_cond_signal(&r->cv); }
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* n generations of one schema; returns how many parsed and validated. */
+static int generate(engine *e, const tokenizer *t, const char *schema_json, int n, uint64_t seed0, int max_tokens, int *length_cut) {
+    static runs r;
+    cJSON *s = cJSON_Parse(schema_json);
+    char err[256];
+    grammar *g = grammar_from_json_schema(s, true, err, sizeof err);
+    CHECKF(g != NULL, "%s", err);
+    int good = 0;
+    int32_t *prompt = NULL;
+    int np = tokenizer_encode(t, "Answer in JSON:", 15, true, false, &prompt);
+    for (int base = 0; base < n && g; base += 64) {
+        int batch = n - base < 64 ? n - base : 64;
+        memset(&r, 0, sizeof r);
+        pthread_mutex_init(&r.mu, NULL);
+        pthread_cond_init(&r.cv, NULL);
+        r.pending = batch;
+        uint64_t ids[64];
+        for (int i = 0; i < batch; i++) {
+            job_params p;
+            job_params_default(&p);
+            p.sampling.temperature = 1.0f + 0.5f * (float)(i % 3);
+            p.sampling.seed = seed0 + (uint64_t)(base + i);
+            p.max_tokens = max_tokens;
+            p.grammar = g;
+            CHECK(engine_submit(e, prompt, np, &p, on_ev, &r, &ids[i]) == ENGINE_OK);
+        }
+        pthread_mutex_lock(&r.mu);
+        while (r.pending) pthread_cond_wait(&r.cv, &r.mu);
+        pthread_mutex_unlock(&r.mu);
+        if (getenv("GRAMMAR_TEST_VERBOSE")) printf("%ld tokens\n", r.ntok);
+        for (int i = 0; i < batch; i++) {
+            int k = (int)((ids[i] - 1) % 64);
+            if (getenv("GRAMMAR_TEST_VERBOSE") && i < 2) printf("  %s\n", r.text[k]);
+            r.text[k][r.len[k]] = 0;
+            const char *end = NULL;
+            cJSON *doc = cJSON_ParseWithOpts(r.text[k], &end, 0);
+            while (end && (*end == ' ' || *end == '\n' || *end == '\t')) end++;
+            bool ok = doc && end && !*end && json_check(doc, s, s);
+            if (r.fin[k] == FINISH_LENGTH) (*length_cut)++;
+            good += ok;
+            if (!ok && !grammar_mask_disabled())
+                fprintf(stderr, "invalid (%s): %.300s\n", finish_reason_name(r.fin[k]), r.text[k]);
+            cJSON_Delete(doc);
+        }
+        pthread_mutex_destroy(&r.mu);
+        pthread_cond_destroy(&r.cv);
+    }
+    free(prompt);
+    grammar_free(g);
+    cJSON_Delete(s);
+    return good;
+}
+
+static void test_generations(void) {
+    char err[512];
+    model *m = model_load(test_path("fixtures/qwen2-tiny-Q8_0.gguf"), err, sizeof err);
+    CHECKF(m != NULL, "%s", err);
+    if (!m) return;
+    engine_config c;
+    engine_config_default(&c);
+    c.n_slots = 8;
+    c.n_ctx = 512;
+    c.n_threads = 2;
+    engine *e = engine_create(m, &c, err, sizeof err);
+    CHECKF(e != NULL, "%s", err);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12},\"age\":{\"type\":\"integer\"},"
+        "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\"]}",
+        "{\"type\":\"array\",\"items\":{\"enum\":[\"red\",\"green\",7,null]},\"minItems\":1,\"maxItems\":5}",
+        "{\"$defs\":{\"p\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"number\"},\"y\":{\"anyOf\":[{\"type\":\"null\"},"
+        "{\"type\":\"string\",\"format\":\"date\"}]}},\"required\":[\"x\",\"y\"]}},"
+        "\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"format\":\"uuid\"},\"pts\":{\"type\":\"array\","
+        "\"items\":{\"$ref\":\"#/$defs/p\"},\"maxItems\":3}},\"required\":[\"id\",\"pts\"]}",
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":6},"
+        "\"t\":{\"type\":[\"integer\",\"null\"]},\"u\":{\"const\":\"fixed\"}},\"required\":[\"s\",\"t\",\"u\"]}",
+    };
+    int total = 0, good = 0, cut = 0;
+    for (size_t i = 0; e && i < sizeof schemas / sizeof *schemas; i++) {
+        good += generate(e, m->tok, schemas[i], 50, 1000 * (i + 1), 400, &cut);
+        total += 50;
+    }
+    CHECKF(good == total, "%d of %d generations parse and validate (%d cut by length)", good, total, cut);
+    printf("generations: %d of %d valid\n", good, total);
+    /* the planted control: the same with the mask off must fail */
+    grammar_set_mask_disabled(true);
+    int cut2 = 0, good2 = e ? generate(e, m->tok, schemas[0], 8, 77, 48, &cut2) : 8;
+    grammar_set_mask_disabled(false);
+    CHECKF(good2 < 2, "with the mask off %d of 8 still validate", good2);
+    printf("control (mask off): %d of 8 valid\n", good2);
+    engine_destroy(e);
+    model_free(m);
+}
+
+int main(int argc, char **argv) {
+    kernels_select();
+    const char *only = argc > 1 ? argv[1] : NULL;
+    if (!only || !strcmp(only, "parse")) { test_parse_errors(); test_parse_valid(); }
+    if (!only || !strcmp(only, "match")) test_matcher();
+    if (!only || !strcmp(only, "schema")) test_schema();
+    if (!only || !strcmp(only, "mask")) test_mask();
+    if (!only || !strcmp(only, "gen")) test_generations();
+    return test_summary("grammar");
+}
