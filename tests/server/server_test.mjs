@@ -261,7 +261,11 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
     [{ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { arguments: '{}' } }] }] }, 'messages[1].tool_calls[0]'],
     [{ messages: [{ role: 'user', content: 'x', tool_calls: [] }] }, 'messages[0].tool_calls'],
     [{ messages: [{ role: 'tool', tool_call_id: 7, content: 'x' }] }, 'messages[0].tool_call_id'],
-    [{ messages: msg, response_format: { type: 'json_object' } }, 'response_format'],
+    [{ messages: msg, response_format: { type: 'xml' } }, 'response_format'],
+    [{ messages: msg, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'strin' } } } }, 'response_format'],
+    [{ messages: msg, grammar: 'root ::= foo' }, 'grammar'],
+    [{ messages: msg, json_schema: { $ref: '#/nope' } }, 'json_schema'],
+    [{ messages: msg, grammar: 'root ::= "a"', json_schema: { type: 'string' } }, 'grammar'],
     [{ messages: msg, model: 42 }, 'model'],
     [{ messages: 'hi' }, 'messages'],
     [{ messages: [] }, 'messages'],
@@ -608,6 +612,47 @@ test('reasoning: --reasoning-format none and auto on one stream', async () => {
   bad.stderr.on('data', (d) => { err += d; });
   eq(await new Promise((res) => bad.on('exit', res)), 2, 'a bad --reasoning-format exits 2');
   assert(/reasoning-format/.test(err), 'names the flag');
+});
+
+test('structured output: response_format, json_schema, grammar', async () => {
+  const s = await stories();
+  const schema = { type: 'object', properties: { color: { enum: ['red', 'blue'] }, n: { type: 'integer' }, ok: { type: 'boolean' } },
+                   required: ['color', 'n', 'ok'], additionalProperties: false };
+  const valid = (o) => o && ['red', 'blue'].includes(o.color) && Number.isInteger(o.n) && typeof o.ok === 'boolean' &&
+                       Object.keys(o).join() === 'color,n,ok';
+  if (OpenAI) {
+    const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: 60000 });
+    for (const seed of [1, 2, 3]) {
+      const c = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'Give me JSON' }],
+        max_tokens: 400, temperature: 1, seed, response_format: { type: 'json_schema', json_schema: { name: 'thing', schema, strict: true } } });
+      eq(c.choices[0].finish_reason, 'stop', 'finish');
+      assert(valid(JSON.parse(c.choices[0].message.content)), `schema: ${c.choices[0].message.content}`);
+    }
+    const st = await client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'JSON' }], max_tokens: 400,
+      temperature: 0.8, seed: 9, stream: true, response_format: { type: 'json_schema', json_schema: { name: 'thing', schema } } });
+    let text = '';
+    for await (const ch of st) text += ch.choices[0] ? ch.choices[0].delta.content || '' : '';
+    assert(valid(JSON.parse(text)), `streamed: ${text}`);
+  }
+  // llama.cpp's fields on /completion
+  const yn = await post(s, '/completion', { prompt: 'Is it?', grammar: 'root ::= ("yes" | "no") "."', n_predict: 20, temperature: 1, seed: 4 });
+  eq(yn.status, 200, 'grammar status');
+  assert(['yes.', 'no.'].includes(yn.json.content), `grammar: ${yn.json.content}`);
+  const js = await post(s, '/completion', { prompt: 'Data:', json_schema: schema, n_predict: 400, temperature: 1, seed: 5 });
+  assert(valid(JSON.parse(js.json.content)), `json_schema: ${js.json.content}`);
+  const oc = await post(s, '/v1/completions', { prompt: 'Data:', response_format: { type: 'json_object', schema }, max_tokens: 400, seed: 6 });
+  assert(valid(JSON.parse(oc.json.choices[0].text)), `completions json_object+schema: ${oc.json.choices[0].text}`);
+  const ob = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'x' }], response_format: { type: 'json_object' }, max_tokens: 300, seed: 7 });
+  const txt = ob.json.choices[0].message.content;
+  if (ob.json.choices[0].finish_reason === 'stop') assert(JSON.parse(txt) && txt.trim()[0] === '{', `json_object: ${txt}`);
+  else assert(txt.trimStart()[0] === '{', `json_object (cut by length): ${txt}`);
+  // errors name the place
+  const bad = await post(s, '/completion', { prompt: 'x', grammar: 'root ::= "a"\nx ::= [b' });
+  assertError(bad, 400, 'grammar', 'bad grammar');
+  assert(bad.json.error.message.includes('line 2'), bad.json.error.message);
+  const badSchema = await post(s, '/completion', { prompt: 'x', json_schema: { type: 'object', properties: { a: { type: 'nope' } } } });
+  assertError(badSchema, 400, 'json_schema', 'bad schema');
+  assert(badSchema.json.error.message.includes('/properties/a'), badSchema.json.error.message);
 });
 
 test('auth: bearer keys, /health stays open', async () => {
