@@ -13,6 +13,7 @@
  *    against), alternating walk, brute, brute, walk.
  * Each as min / median / max in microseconds. */
 #include "engine/sample/grammar.h"
+#include "engine/sched/grammar_tokens.h"
 #include "engine/sample/json_schema.h"
 #include "engine/gguf/gguf.h"
 #include "engine/text/tokenizer.h"

@@ -7,6 +7,7 @@
 #include "tests/test.h"
 #include "tests/json_check.h"
 #include "engine/sample/grammar.h"
+#include "engine/sched/grammar_tokens.h"
 #include "engine/sample/json_schema.h"
 #include "engine/gguf/gguf.h"
 #include "engine/text/tokenizer.h"

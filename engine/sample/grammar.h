@@ -24,6 +24,7 @@
 #define GRAMMAR_MAX_ELEMS     (1u << 19)   /* elements after repetitions are expanded */
 #define GRAMMAR_MAX_NESTING   64           /* parentheses */
 #define GRAMMAR_MAX_REPEAT    10000        /* m and n of {m,n} */
+#define GRAMMAR_MAX_TOKEN_BYTES 1024       /* longer tokens are never possible (none are this long in practice) */
 
 typedef struct grammar grammar;
 
@@ -62,13 +63,11 @@ void gm_trim(grammar_matcher *m);
 
 /* ---- the vocabulary --------------------------------------------------------- */
 typedef struct grammar_vocab grammar_vocab;
-struct tokenizer;
 
 enum { GV_TEXT = 0, GV_EOG = 1, GV_NEVER = 2 };
 /* Token id's bytes and kind (GV_TEXT: its bytes are matched; GV_EOG: allowed
  * when the grammar can end; GV_NEVER: control tokens, never allowed). */
 grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const size_t *lens, const uint8_t *kind);
-grammar_vocab *grammar_vocab_from_tokenizer(const struct tokenizer *t);
 void grammar_vocab_free(grammar_vocab *v);
 int grammar_vocab_n(const grammar_vocab *v);
 size_t grammar_vocab_trie_nodes(const grammar_vocab *v);

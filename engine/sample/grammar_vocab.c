@@ -6,14 +6,12 @@
  * (one trie walk, cached per matcher state), accepting a token. */
 #include "engine/sample/grammar.h"
 #include "engine/sample/grammar_internal.h"
-#include "engine/text/tokenizer.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TOKEN_BYTES 1024   /* longer tokens are never possible (none are this long in practice) */
 #define MASK_CACHE 8           /* masks kept per sampler */
 
 struct grammar_vocab {
@@ -49,7 +47,7 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     v->off = malloc(sizeof *v->off * ((size_t)n_vocab + 1));
     ents = malloc(sizeof *ents * (size_t)n_vocab);
     size_t total = 0;
-    for (int i = 0; i < n_vocab; i++) total += lens[i] <= MAX_TOKEN_BYTES ? lens[i] : 0;
+    for (int i = 0; i < n_vocab; i++) total += lens[i] <= GRAMMAR_MAX_TOKEN_BYTES ? lens[i] : 0;
     v->bytes = malloc(total ? total : 1);
     v->order = malloc(sizeof *v->order * (size_t)n_vocab);
     if (!v->kind || !v->off || !ents || !v->bytes || !v->order) goto fail;
@@ -57,7 +55,7 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     for (int i = 0; i < n_vocab; i++) {
         uint8_t k = kind[i];
         size_t n = lens[i];
-        if (k == GV_TEXT && (n == 0 || n > MAX_TOKEN_BYTES)) k = GV_NEVER;
+        if (k == GV_TEXT && (n == 0 || n > GRAMMAR_MAX_TOKEN_BYTES)) k = GV_NEVER;
         v->kind[i] = k;
         v->off[i] = (uint32_t)o;
         if (k == GV_TEXT) {
@@ -70,7 +68,7 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     v->off[n_vocab] = (uint32_t)o;
     qsort(ents, ne, sizeof *ents, vent_cmp);
     v->nodes = malloc(sizeof *v->nodes * trie_bound);
-    open = malloc(sizeof *open * (MAX_TOKEN_BYTES + 1));   /* the node at each depth on the current path */
+    open = malloc(sizeof *open * (GRAMMAR_MAX_TOKEN_BYTES + 1));   /* the node at each depth on the current path */
     if (!v->nodes || !open) goto fail;
     size_t nn = 0, n_order = 0;
     uint32_t path = 0;   /* depth of the current path */
@@ -105,32 +103,6 @@ fail:
     free(open);
     grammar_vocab_free(v);
     return NULL;
-}
-
-grammar_vocab *grammar_vocab_from_tokenizer(const tokenizer *t) {
-    int n = tokenizer_n_vocab(t);
-    if (n <= 0) return NULL;
-    char **b = calloc((size_t)n, sizeof *b);
-    size_t *lens = calloc((size_t)n, sizeof *lens);
-    uint8_t *kind = calloc((size_t)n, 1);
-    char *buf = malloc(MAX_TOKEN_BYTES + 1);
-    grammar_vocab *v = NULL;
-    if (!b || !lens || !kind || !buf) goto out;
-    for (int i = 0; i < n; i++) {
-        if (tokenizer_is_eog(t, i)) { kind[i] = GV_EOG; continue; }
-        if (tokenizer_is_control(t, i)) { kind[i] = GV_NEVER; continue; }
-        size_t len = tokenizer_token_bytes(t, i, false, buf, MAX_TOKEN_BYTES + 1);
-        if (!len || len > MAX_TOKEN_BYTES) { kind[i] = GV_NEVER; continue; }
-        b[i] = malloc(len);
-        if (!b[i]) goto out;
-        memcpy(b[i], buf, len);
-        lens[i] = len;
-    }
-    v = grammar_vocab_new(n, (const char *const *)b, lens, kind);
-out:
-    if (b) for (int i = 0; i < n; i++) free(b[i]);
-    free(b); free(lens); free(kind); free(buf);
-    return v;
 }
 
 void grammar_vocab_free(grammar_vocab *v) {

@@ -16,6 +16,7 @@
  * Only the rest is prefilled. As prefill completes blocks, they are copied
  * out to the cache's writer thread, once per block across all streams. */
 #include "engine/sched/engine.h"
+#include "engine/sched/grammar_tokens.h"
 #include "engine/model/backend.h"
 #include "runtime/pool.h"
 #include "engine/text/stop_text.h"
