@@ -162,6 +162,22 @@ static void check_kv(const model *m, hpool *pool) {
     CHECK(m->backend->run(bs, &bad, logits) == -1);
     free(logits);
     m->backend->destroy(bs);
+
+    /* a batch of more rows than one slot's context, spread over slots, runs
+     * (a full cache bounds no batch) */
+    backend_config wide = { .n_slots = 4, .n_ctx = 8, .max_batch = 32, .pool = pool };
+    bs = m->backend->create(m, &wide);
+    CHECK(bs != NULL);
+    if (!bs) return;
+    int32_t toks[32], ps[32], sl[32];
+    uint8_t wants[32] = {0};
+    for (int i = 0; i < 32; i++) { toks[i] = i + 1; ps[i] = i % 8; sl[i] = i / 8; }
+    wants[31] = 1;
+    logits = malloc(sizeof(float) * (size_t)m->p.n_vocab);
+    fwd_batch big = { 32, toks, ps, sl, wants };
+    CHECKF(m->backend->run(bs, &big, logits) == 0, "a 32-row batch over 4 slots of 8 positions was refused");
+    free(logits);
+    m->backend->destroy(bs);
 }
 
 int main(void) {

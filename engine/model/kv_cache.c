@@ -6,6 +6,7 @@
 #include "engine/model/kv_cache.h"
 #include "engine/model/model.h"
 #include "runtime/pages.h"
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ int kv_cache_init_window(kv_cache *kv, const model *m, int n_slots, int n_ctx, i
     kv->head_dim = m->p.head_dim;
     kv->kv_dim = m->p.n_head_kv * m->p.head_dim;
     kv->window = m->p.swa_window;
-    kv->max_batch = n_ctx;
+    kv->max_batch = INT_MAX;   /* a full cache bounds no batch: rows of many slots may pass n_ctx */
     /* A ring of R positions serves a row at p as long as p's last window
      * positions are still in it while its batch is stored: a batch adds at
      * most max_batch positions to a slot, so R = window + max_batch. Kept
