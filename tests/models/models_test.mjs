@@ -186,8 +186,11 @@ test('loading a model stalls neither another model\'s stream nor /health', async
     assert((await load).status === 200, 'the big model answered');
     const worstGap = Math.max(...l.gaps);
     console.log(`  load ${loadMs} ms; worst /health ${worstHealth} ms; worst gap in the other model's stream ${worstGap} ms`);
-    assert(worstHealth < 250, `/health took ${worstHealth} ms during the load`);
-    assert(worstGap < 250, `the other stream stalled ${worstGap} ms`);
+    // a load on the loop would stall both for about the whole load; allow for
+    // slow builds (sanitizers) and a busy machine, but well below that
+    const limit = Math.max(250, loadMs / 5);
+    assert(worstHealth < limit, `/health took ${worstHealth} ms during a ${loadMs} ms load`);
+    assert(worstGap < limit, `the other stream stalled ${worstGap} ms during a ${loadMs} ms load`);
   } finally { await s.stop(); }
 });
 
