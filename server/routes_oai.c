@@ -6,6 +6,7 @@
 #include "server/request_json.h"
 #include "server/reasoning.h"
 #include "server/tool_request.h"
+#include "engine/sample/json_schema.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,25 @@ static void output_parsing(const server *s, const chat_tools *t, const char *pro
     o->jp.render_special = tp->tools || tp->fmt == TOOL_FMT_HARMONY;   /* markers such as [TOOL_CALLS] are control tokens */
 }
 
+/* tool_choice required or named: the answer is held to the calls' JSON schema
+ * by the grammar sampler (a list of calls when parallel calls are allowed)
+ * and read back as a JSON answer, whatever the model's own format. */
+static bool force_calls(const chat_tools *t, gen_opts *o, api_error *e) {
+    if (!t->tools || (t->choice != TOOL_CHOICE_REQUIRED && t->choice != TOOL_CHOICE_NAMED)) return true;
+    if (o->grammar)
+        return api_fail(e, 400, "tool_choice", "invalid_value",
+                        "a forced 'tool_choice' cannot be combined with 'grammar', 'json_schema' or 'response_format'");
+    cJSON *schema = tool_call_schema(t);
+    char err[256] = "out of memory";
+    o->grammar = schema ? grammar_from_json_schema(schema, true, err, sizeof err) : NULL;   /* strict: only the declared arguments */
+    cJSON_Delete(schema);
+    if (!o->grammar) return api_fail(e, 400, "tools", "invalid_value", "%s", err);
+    o->jp.grammar = o->grammar;
+    o->tp.fmt = TOOL_FMT_GENERIC;
+    o->tp.reasoning = o->tp.think_open = false;
+    return true;
+}
+
 void route_chat(server *s, http_req *r, const cJSON *body) {
     api_error e;
     gen_opts o;
@@ -50,6 +70,7 @@ void route_chat(server *s, http_req *r, const cJSON *body) {
         goto fail;
     if (!(text = prompt_render_chat(s, body, &e))) goto fail;
     output_parsing(s, &t, text, &o);
+    if (!force_calls(&t, &o, &e)) { free(text); goto fail; }
     n = prompt_text_may_fit(s, strlen(text), "messages", &e) ? prompt_tokenize(s, text, strlen(text), true, true, &ids, &e) : -1;
     free(text);
     if (n < 0 || !prompt_fits(s, n, "messages", &e)) goto fail;

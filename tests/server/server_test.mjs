@@ -560,22 +560,7 @@ test('tools: openai client, history with tool calls and results, stream == whole
       eq(m.role, 'assistant', 'role');
       assert(['stop', 'length', 'tool_calls'].includes(whole.choices[0].finish_reason), `finish ${whole.choices[0].finish_reason}`);
       assert(m.content === null || typeof m.content === 'string', 'content string or null');
-      let content = '', reasoning = '', finish = null;
-      const calls = [];
-      for await (const ch of await client.chat.completions.create({ ...req, stream: true })) {
-        const d = ch.choices[0] ? ch.choices[0].delta : {};
-        content += d.content || '';
-        reasoning += d.reasoning_content || '';
-        for (const tc of d.tool_calls || []) {
-          if (tc.id) calls[tc.index] = { id: tc.id, type: tc.type, function: { name: tc.function.name, arguments: '' } };
-          calls[tc.index].function.arguments += tc.function.arguments || '';
-        }
-        finish = (ch.choices[0] && ch.choices[0].finish_reason) || finish;
-      }
-      eq(content, m.content || '', `streamed content (${tool_choice}, ${parallel_tool_calls})`);
-      eq(reasoning, m.reasoning_content || '', 'streamed reasoning');
-      eq(calls, m.tool_calls || [], 'streamed tool calls');
-      eq(finish, whole.choices[0].finish_reason, 'finish');
+      sameAsWhole(await streamed(client, req), whole, `${tool_choice}, ${parallel_tool_calls}`);
     }
   }
   // chat_template_kwargs and enable_thinking are accepted; reasoning_format per request
@@ -590,6 +575,110 @@ test('tools: openai client, history with tool calls and results, stream == whole
     assert(e instanceof OpenAI.BadRequestError, `400 expected, got ${e.message}`);
     eq(e.param, 'tool_choice', 'param');
   }
+  await stopClean(s);
+});
+
+// The client's view of a stream: content, reasoning and tool calls rebuilt from the deltas.
+async function streamed(client, req) {
+  let content = '', reasoning = '', finish = null;
+  const calls = [];
+  for await (const ch of await client.chat.completions.create({ ...req, stream: true })) {
+    const d = ch.choices[0] ? ch.choices[0].delta : {};
+    content += d.content || '';
+    reasoning += d.reasoning_content || '';
+    for (const tc of d.tool_calls || []) {
+      if (tc.id) { eq(tc.index, calls.length, 'a new call takes the next index'); calls[tc.index] = { id: tc.id, type: tc.type, function: { name: tc.function.name, arguments: '' } }; }
+      calls[tc.index].function.arguments += tc.function.arguments || '';
+    }
+    finish = (ch.choices[0] && ch.choices[0].finish_reason) || finish;
+  }
+  return { content, reasoning, calls, finish };
+}
+
+function sameAsWhole(st, whole, what) {
+  const m = whole.choices[0].message;
+  eq(st.content, m.content || '', `${what}: streamed content`);
+  eq(st.reasoning, m.reasoning_content || '', `${what}: streamed reasoning`);
+  const noId = (cs) => cs.map(({ id, ...rest }) => (assert(typeof id === 'string' && id, 'an id'), rest));   // ids differ per answer
+  eq(noId(st.calls), noId(m.tool_calls || []), `${what}: streamed tool calls`);
+  eq(st.finish, whole.choices[0].finish_reason, `${what}: finish`);
+}
+
+test('tools: tool_choice required and named are forced through the grammar, then a tool-result turn', async () => {
+  if (!OpenAI) return 'skip';
+  const s = await startServer(['-np', '2', '-c', '1024', '--sse-keepalive', '0'], QWEN3);
+  const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: 60000 });
+  const CITY = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string', enum: ['Paris', 'Oslo'] } }, required: ['city'] } } };
+  const CLOCK = { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } };
+  const messages = [{ role: 'user', content: 'Weather in Paris, and the time?' }];
+  const cases = [
+    { tool_choice: 'required', parallel_tool_calls: false, seed: 1 },
+    { tool_choice: 'required', parallel_tool_calls: true, seed: 1 },
+    { tool_choice: 'required', seed: 4 },
+    { tool_choice: { type: 'function', function: { name: 'get_time' } }, seed: 2 },
+  ];
+  for (const c of cases) {
+    const req = { model: 'qwen3-tiny-Q4_K_M', messages, tools: [CITY, CLOCK], max_tokens: 400, ...c };
+    const what = JSON.stringify(c);
+    const whole = await client.chat.completions.create(req);
+    const m = whole.choices[0].message;
+    eq(whole.choices[0].finish_reason, 'tool_calls', `${what}: finish`);
+    eq(m.content, null, `${what}: content null with only calls`);
+    assert(m.tool_calls.length >= 1, `${what}: a call`);
+    if (c.parallel_tool_calls === false || typeof c.tool_choice === 'object') eq(m.tool_calls.length, 1, `${what}: one call`);
+    for (const tc of m.tool_calls) {
+      assert(/^call_[A-Za-z0-9]{24}$/.test(tc.id), `${what}: id ${tc.id}`);
+      eq(tc.type, 'function', 'type');
+      const args = JSON.parse(tc.function.arguments);
+      if (typeof c.tool_choice === 'object') eq(tc.function.name, 'get_time', `${what}: the named function`);
+      if (tc.function.name === 'get_weather') assert(['Paris', 'Oslo'].includes(args.city), `${what}: city ${args.city}`);
+      else { eq(tc.function.name, 'get_time', `${what}: a known function`); eq(args, {}, `${what}: no arguments`); }
+    }
+    sameAsWhole(await streamed(client, req), whole, what);
+    // the calls and their results go back as the next turn
+    const next = [...messages, m, ...m.tool_calls.map((tc, i) => ({ role: 'tool', tool_call_id: tc.id, content: `result ${i}` }))];
+    const turn = await client.chat.completions.create({ model: 'qwen3-tiny-Q4_K_M', messages: next, tools: [CITY, CLOCK], max_tokens: 8 });
+    eq(turn.choices[0].message.role, 'assistant', `${what}: the tool-result turn answers`);
+  }
+  const bad = await post(s, '/v1/chat/completions', { messages, tools: [CITY], tool_choice: 'required', response_format: { type: 'json_object' } });
+  assertError(bad, 400, 'tool_choice', 'forced calls and response_format');
+  await stopClean(s);
+});
+
+test('tools: the model\'s own format read back through the route (output held to a grammar)', async () => {
+  if (!OpenAI) return 'skip';
+  // the grammar field makes the random model write exactly this text in
+  // qwen3's Hermes format; the route must read it as a real answer's
+  const s = await startServer(['-np', '1', '-c', '1024', '--sse-keepalive', '0'], QWEN3);
+  const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: 60000 });
+  const lit = (t) => JSON.stringify(t);   // a GBNF string literal
+  const text = '<think>\nThe user wants two things.\n</think>\n\nLet me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n' +
+    '<tool_call>\n{"name": "get_time", "arguments": {"tz": "Europe/Paris"}}\n</tool_call>';
+  const base = { model: 'qwen3-tiny-Q4_K_M', messages: [{ role: 'user', content: 'Weather and time in Paris?' }], tools: [WEATHER, TIME], max_tokens: 300 };
+  const req = { ...base, grammar: `root ::= ${lit(text)}` };
+  const whole = await client.chat.completions.create(req);
+  const m = whole.choices[0].message;
+  eq(whole.choices[0].finish_reason, 'tool_calls', 'finish');
+  eq(m.content, 'Let me check.', 'content before the calls');
+  eq(m.reasoning_content, 'The user wants two things.', 'reasoning');
+  eq(m.tool_calls.map((c) => [c.function.name, JSON.parse(c.function.arguments)]),
+    [['get_weather', { city: 'Paris' }], ['get_time', { tz: 'Europe/Paris' }]], 'two parallel calls');
+  assert(m.tool_calls[0].id !== m.tool_calls[1].id, 'distinct ids');
+  sameAsWhole(await streamed(client, req), whole, 'hermes');
+  // parallel_tool_calls false keeps the first call
+  const one = await client.chat.completions.create({ ...req, parallel_tool_calls: false });
+  eq(one.choices[0].message.tool_calls.map((c) => c.function.name), ['get_weather'], 'parallel_tool_calls false');
+  // without tools the same text is content (reasoning still apart); with reasoning_format none all of it is
+  const plain = await client.chat.completions.create({ ...req, tools: undefined });
+  assert(plain.choices[0].message.content.startsWith('Let me check.\n<tool_call>'), 'no tools: the markers are content');
+  eq(plain.choices[0].finish_reason, 'stop', 'no tools: stop');
+  const none = await client.chat.completions.create({ ...req, tools: undefined, reasoning_format: 'none' });
+  eq(none.choices[0].message.content, text, 'reasoning_format none: the text as written');
+  // a broken call is given back as content
+  const broken = '<tool_call>\n{"name": "get_weather", "arguments": {"city": Paris}}\n</tool_call>';
+  const b = await client.chat.completions.create({ ...base, grammar: `root ::= ${lit(broken)}` });
+  eq(b.choices[0].message.content, broken, 'broken call: content');
+  eq(b.choices[0].finish_reason, 'stop', 'broken call: stop');
   await stopClean(s);
 });
 
