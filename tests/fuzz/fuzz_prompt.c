@@ -88,6 +88,8 @@ void gen_opts_free(gen_opts *o) {   /* gen.c's */
     o->bias = NULL;
     o->jp.sampling.logit_bias = NULL;
     o->jp.sampling.n_logit_bias = 0;
+    free(o->dry_ids);
+    o->dry_ids = NULL;
 }
 
 gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o) {

@@ -47,6 +47,8 @@ void gen_opts_free(gen_opts *o) {
     o->bias = NULL;
     o->jp.sampling.logit_bias = NULL;
     o->jp.sampling.n_logit_bias = 0;
+    free(o->dry_ids);
+    o->dry_ids = NULL;
 }
 
 static server srv;
