@@ -3,7 +3,7 @@
  * the end, an object) through the route: field checks, then the prompt
  * (messages -> chat template -> tokens, or a prompt field: text, token ids,
  * a mix, one prompt in a list; fill-in-the-middle for suffix and /infill).
- * It links router.c, routes_oai.c, routes_llama.c, prompt.c, fmt_*.c and
+ * It links router.c (the model set a stub of one loaded model), routes_oai.c, routes_llama.c, prompt.c, fmt_*.c and
  * request_json.c as they are; the HTTP layer and the generation (gen.c) are
  * stubs that record what a route did. The server (vocabulary, chat template,
  * context, batch) is picked by a hash of the body, so a body replays the
@@ -27,6 +27,8 @@
 #include "server/fmt.h"
 #include "server/gen.h"
 #include "server/routes.h"
+#include "server/model_set.h"
+#include "server/request_json.h"
 #include "server/utf8.h"
 
 #include <math.h>
@@ -150,7 +152,22 @@ GET_ROUTE(route_cache)
 
 /* ---- the servers ------------------------------------------------------------------ */
 static model models[FUZZ_N_VOCABS];
-static server srv;
+/* One served model: the router's model_set, with the model always loaded. */
+static model_set set;
+static model_entry entry;
+#define srv (entry.s)
+
+model_entry *model_set_default(model_set *ms) { return &ms->e[0]; }
+model_entry *model_set_find(model_set *ms, const char *name) {
+    return model_name_matches(&ms->e[0].s, name) ? &ms->e[0] : NULL;
+}
+const char *model_set_names(const model_set *ms) { return ms->e[0].s.model_id; }
+void model_set_dispatch(model_set *ms, model_entry *e, model_route_fn fn, http_req *r, cJSON *body,
+                        double keep_alive_s, bool keep_alive_given) {
+    (void)ms; (void)keep_alive_s; (void)keep_alive_given;
+    fn(&e->s, r, body);
+    cJSON_Delete(body);
+}
 static const char *const tpl_names[] = { "chatml", "llama3", "llama2", "mistral", "gemma", "phi3", "phi4", "zephyr" };
 #define N_TPL (sizeof tpl_names / sizeof *tpl_names)
 static chat_template *tpls[N_TPL];
@@ -172,6 +189,9 @@ static void setup(void) {
         models[i].name = (char *)fuzz_vocab_names[i];
     }
     srv.engine = (engine *)engine_stand_in;
+    set.e = &entry;
+    set.n = 1;
+    srv.set = &set;
     srv.model_id = (char *)"fuzz-model";
     srv.model_file = (char *)"fuzz-model.gguf";
     srv.o.n_parallel = 4;
