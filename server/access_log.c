@@ -7,6 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+/* src for a text line: control bytes (a client's, in the method or path) become '?' */
+static void clean(char *dst, size_t cap, const char *src) {
+    size_t i = 0;
+    for (const char *p = src; *p && i < cap - 1; p++) dst[i++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
+    dst[i] = 0;
+}
+
 void access_log(void *ud, http_req *r) {
     server *s = ud;
     int status = http_status(r), n_prompt, n_gen;
@@ -35,11 +42,9 @@ void access_log(void *ud, http_req *r) {
         free(line);
         return;
     }
-    char path[256];
-    size_t i = 0;
-    for (const char *p = http_path(r); *p && i < sizeof path - 1; p++)   /* no control bytes in the log */
-        path[i++] = (unsigned char)*p < 0x20 || *p == 0x7f ? '?' : *p;
-    path[i] = 0;
-    fprintf(stderr, "%s %s %s %s %d prompt=%d gen=%d %.1fms\n", when, http_client_addr(r), http_method(r), path,
+    char path[256], method[24];
+    clean(path, sizeof path, http_path(r));
+    clean(method, sizeof method, http_method(r));
+    fprintf(stderr, "%s %s %s %s %d prompt=%d gen=%d %.1fms\n", when, http_client_addr(r), method, path,
             status, n_prompt, n_gen, ms);
 }

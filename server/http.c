@@ -23,6 +23,7 @@
 
 #define DRAIN_MAX ((uint64_t)256 << 20)   /* read and drop at most this much of a too-large body */
 #define MAX_HEADERS 8
+#define OUT_MAX ((size_t)256 << 10)   /* a stream's unsent bytes past the socket buffers: a client that stops reading is dropped past this */
 
 typedef struct fd_watch {
     uv_poll_t poll;
@@ -478,6 +479,11 @@ void http_stream_write(http_req *r, const char *data, size_t len) {
         memmove(r->out, r->out + r->out_off, r->out_len - r->out_off);
         r->out_len -= r->out_off;
         r->out_off = 0;
+    }
+    if (r->out_len - r->out_off + len > OUT_MAX) {   /* the client stopped reading: drop it, do not hold more */
+        r->gone = true;
+        resume(r);
+        return;
     }
     if (r->out_len + len > r->out_cap) {
         size_t cap = r->out_cap ? r->out_cap : 4096;

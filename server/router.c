@@ -151,6 +151,19 @@ static const char *preflight_headers(const http_req *r) {
     return plain ? want : "Authorization, Content-Type, X-Api-Key";
 }
 
+/* A \u0000 escape: cJSON would end the string there, cutting what follows
+ * silently, so it is refused instead. Backslashes occur only in strings
+ * of valid JSON; an escaped backslash is skipped with its pair. */
+static bool has_nul_escape(const char *b, size_t len) {
+    for (const char *p = memchr(b, '\\', len); p; p = memchr(p, '\\', len - (size_t)(p - b))) {
+        size_t left = len - (size_t)(p - b);
+        if (left >= 6 && p[1] == 'u' && !memcmp(p + 2, "0000", 4)) return true;
+        p += left >= 2 ? 2 : 1;
+        if (p >= b + len) break;
+    }
+    return false;
+}
+
 void route_request(void *ud, http_req *r) {
     server *s = ud;
     const char *m = http_method(r), *path = http_path(r);
@@ -196,6 +209,10 @@ void route_request(void *ud, http_req *r) {
         const char *b = http_body(r, &len);
         if (!utf8_valid(b, len) || memchr(b, 0, len)) {
             respond_error(r, 400, NULL, "invalid_utf8", "The request body is not valid UTF-8 JSON");
+            return;
+        }
+        if (has_nul_escape(b, len)) {
+            respond_error(r, 400, NULL, "invalid_json", "The request body holds \\u0000: strings may not contain NUL");
             return;
         }
         const char *end = NULL;

@@ -32,7 +32,7 @@ typedef struct serve_state {
     model_set set;
     hpool *pool;              /* every model's engine runs on it */
     uv_loop_t loop;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup, sigquit;
     uv_timer_t drain;
     int exit_code;
     double t_stop;
@@ -100,6 +100,10 @@ static void bind_value(server_opts *o, const config_setting *s, size_t off, cons
 
 /* Keys from "a,b" and from a file of one per line ('#' starts a comment). */
 static bool load_keys(serve_state *st, const char *list, const char *file) {
+    if (list && !list[strspn(list, ", \t\r\n")]) {   /* "", "," or spaces would turn auth off */
+        fprintf(stderr, "hearth serve: --api-key '%s' holds no key (leave it out to serve without one)\n", list);
+        return false;
+    }
     size_t cap = (list ? strlen(list) : 0) + 2;
     char *text = NULL;
     if (file) {
@@ -200,6 +204,8 @@ static void finish(serve_state *st) {
     uv_close((uv_handle_t *)&st->drain, NULL);
     uv_close((uv_handle_t *)&st->sigint, NULL);
     uv_close((uv_handle_t *)&st->sigterm, NULL);
+    uv_close((uv_handle_t *)&st->sighup, NULL);
+    uv_close((uv_handle_t *)&st->sigquit, NULL);
 }
 
 /* Waits for the last answers to go out (and for a model still loading). */
@@ -281,9 +287,15 @@ int cmd_serve(int argc, char **argv) {
 
     uv_signal_init(&st->loop, &st->sigint);
     uv_signal_init(&st->loop, &st->sigterm);
-    st->sigint.data = st->sigterm.data = st;
+    uv_signal_init(&st->loop, &st->sighup);
+    uv_signal_init(&st->loop, &st->sigquit);
+    st->sigint.data = st->sigterm.data = st->sighup.data = st->sigquit.data = st;
+    /* SIGHUP (the terminal went away) and SIGQUIT end like SIGTERM: every
+     * stream gets its last event instead of being cut by the default action */
     uv_signal_start(&st->sigint, on_signal, SIGINT);
     uv_signal_start(&st->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&st->sighup, on_signal, SIGHUP);
+    uv_signal_start(&st->sigquit, on_signal, SIGQUIT);
     uv_timer_init(&st->loop, &st->drain);
     st->drain.data = st;
     if (model_set_start(&st->set)) {

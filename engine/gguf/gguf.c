@@ -439,7 +439,8 @@ int gguf_open_memory(const void *buf, size_t size, gguf_file *out, char *err, si
 int gguf_open(const char *path, gguf_file *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     cursor c = {.err = err, .errlen = errlen};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer (the check below refuses it) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return fail(&c, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {

@@ -124,6 +124,7 @@ struct engine {
     pthread_cond_t cv;
     job *queue_head, *queue_tail;
     int queue_len;
+    int n_claimed;            /* slots holding a job (under mu): queue_max counts jobs past the free ones */
     bool stopping;
     uint64_t next_job_id;
     uint64_t step, admissions;
@@ -187,6 +188,7 @@ static int choose_slot(engine *e, const job *j) {
 /* sl->job is written under the lock: engine_cancel reads it from other threads. */
 static void slot_set_job(engine *e, slot *sl, job *j) {
     pthread_mutex_lock(&e->mu);
+    e->n_claimed += (j != NULL) - (sl->job != NULL);
     sl->job = j;
     pthread_mutex_unlock(&e->mu);
 }
@@ -404,6 +406,7 @@ static void schedule(engine *e) {
         /* claim the slot now so the next job picks another one */
         e->slots[s].state = SLOT_PREFILL;
         e->slots[s].job = j;
+        e->n_claimed++;
         j->next = NULL;
     }
     e->queue_tail = NULL;
@@ -776,7 +779,9 @@ int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_para
         job_free(j);
         return ENGINE_STOPPED;
     }
-    if (e->queue_len >= e->cfg.queue_max) {
+    /* queue_max is the waiting room: a job a free slot will take does not wait, so
+     * --queue 0 means "no waiting", not "nothing" */
+    if (e->queue_len >= e->cfg.queue_max + (e->cfg.n_slots - e->n_claimed)) {
         pthread_mutex_unlock(&e->mu);
         job_free(j);
         return ENGINE_QUEUE_FULL;
