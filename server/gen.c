@@ -18,23 +18,6 @@ typedef struct ev_node {
 
 double srv_now_ms(void) { return (double)uv_hrtime() / 1e6; }
 
-void gen_opts_init(gen_opts *o) {
-    memset(o, 0, sizeof *o);
-    job_params_default(&o->jp);
-}
-
-void gen_opts_free(gen_opts *o) {
-    free(o->bias);
-    o->bias = NULL;
-    free(o->dry_ids);
-    o->dry_ids = NULL;
-    grammar_free(o->grammar);
-    o->grammar = NULL;
-    o->jp.grammar = NULL;
-    o->jp.sampling.logit_bias = NULL;
-    o->jp.sampling.n_logit_bias = 0;
-}
-
 /* ---- lifetime --------------------------------------------------------------- */
 static void gen_destroy(gen *g) {
     server *s = g->s;

@@ -41,14 +41,6 @@ void engine_config_default(engine_config *c) {
     c->prompt_cache_block = PROMPT_CACHE_BLOCK_TOKENS;
 }
 
-void job_params_default(job_params *p) {
-    memset(p, 0, sizeof *p);
-    sampler_params_default(&p->sampling);
-    p->max_tokens = -1;
-    p->id_slot = -1;
-    p->cache_prompt = true;
-}
-
 const char *finish_reason_name(finish_reason f) {
     switch (f) {
     case FINISH_STOP: return "stop";
@@ -540,7 +532,8 @@ static void slot_sample(engine *e, slot *sl, const float *row) {
     sl->tokens[sl->n_past] = tok;   /* resident once fed; kept here for prefix reuse */
     sl->next_token = tok;
     sl->state = SLOT_GENERATE;
-    if (eog || stop_hit >= 0 || grammar_done) slot_finish(e, sl, FINISH_STOP, stop_hit);
+    if (stop_hit == STOP_TEXT_NOMEM) slot_finish(e, sl, FINISH_ERROR, -1);
+    else if (eog || stop_hit >= 0 || grammar_done) slot_finish(e, sl, FINISH_STOP, stop_hit);
     else if (j->params.max_tokens >= 0 && sl->n_generated >= j->params.max_tokens) slot_finish(e, sl, FINISH_LENGTH, -1);
     else if (sl->n_past + 1 >= e->cfg.n_ctx) slot_finish(e, sl, FINISH_LENGTH, -1);
     else if (j->params.t_max_predict_ms > 0 && t - sl->t_first > j->params.t_max_predict_ms)

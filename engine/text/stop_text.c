@@ -48,7 +48,7 @@ int stop_text_push(stop_text *s, const char *text, size_t len, const char **out,
     if (n + 1 > s->cap) {
         size_t cap = s->cap ? s->cap : 64;
         while (cap < n + 1) cap *= 2;
-        if (grow(&s->buf, cap) || grow(&s->held, cap)) { *out = text; *out_len = len; return -1; }
+        if (grow(&s->buf, cap) || grow(&s->held, cap)) { *out = ""; *out_len = 0; return STOP_TEXT_NOMEM; }
         s->cap = cap;
     }
     memcpy(s->buf, s->held, s->n_held);

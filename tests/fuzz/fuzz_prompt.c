@@ -74,26 +74,6 @@ uint64_t uv_hrtime(void) {   /* request_json.c seeds requests without a seed fro
     static uint64_t t;
     return t += 1000;
 }
-void job_params_default(job_params *p) {   /* engine.c's */
-    memset(p, 0, sizeof *p);
-    sampler_params_default(&p->sampling);
-    p->max_tokens = -1;
-    p->id_slot = -1;
-    p->cache_prompt = true;
-}
-void gen_opts_init(gen_opts *o) {   /* gen.c's */
-    memset(o, 0, sizeof *o);
-    job_params_default(&o->jp);
-}
-void gen_opts_free(gen_opts *o) {   /* gen.c's */
-    free(o->bias);
-    o->bias = NULL;
-    o->jp.sampling.logit_bias = NULL;
-    o->jp.sampling.n_logit_bias = 0;
-    free(o->dry_ids);
-    o->dry_ids = NULL;
-}
-
 gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o) {
     const gen_fmt *want = kind == GEN_CHAT ? &fmt_chat : kind == GEN_COMPLETION ? &fmt_completion : &fmt_llama;
     if (r->n_answers || r->g || fmt != want) {

@@ -29,28 +29,6 @@ uint64_t uv_hrtime(void) {
     static uint64_t t;
     return t += 1000;
 }
-/* engine.c's (which needs the whole engine) */
-void job_params_default(job_params *p) {
-    memset(p, 0, sizeof *p);
-    sampler_params_default(&p->sampling);
-    p->max_tokens = -1;
-    p->id_slot = -1;
-    p->cache_prompt = true;
-}
-/* gen.c's, without the rest of gen.c (the event loop and the engine) */
-void gen_opts_init(gen_opts *o) {
-    memset(o, 0, sizeof *o);
-    job_params_default(&o->jp);
-}
-void gen_opts_free(gen_opts *o) {
-    free(o->bias);
-    o->bias = NULL;
-    o->jp.sampling.logit_bias = NULL;
-    o->jp.sampling.n_logit_bias = 0;
-    free(o->dry_ids);
-    o->dry_ids = NULL;
-}
-
 static server srv;
 static model mdl;
 
