@@ -77,6 +77,9 @@ const config_setting config_settings[] = {
       "/metrics also offers llama-server's llamacpp:* names", NULL },
     { "no-webui", "--no-webui", NULL, CFG_BOOL, 0, 0, NULL, "false", false,
       "no chat page at / (404)", NULL },
+    { "allowed-hosts", "--allowed-hosts", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
+      "more Host names to answer, comma-separated, or * for any (default: the listening address and "
+      "local names; any when listening on 0.0.0.0 or ::)", "NAME[,NAME...]" },
     { NULL, NULL, NULL, CFG_STRING, 0, 0, NULL, NULL, false, NULL, NULL },
 };
 

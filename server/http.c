@@ -47,6 +47,7 @@ struct http_server {
     fd_watch **w;             /* by descriptor */
     int n_w;
     int n_active;
+    size_t body_inflight;     /* bytes of request bodies held now (counted per request) */
     int port;
     int n_closing;            /* handles whose close callback is still due */
     bool closed;
@@ -64,6 +65,10 @@ struct http_req {
     size_t len, cap;
     uint64_t seen;            /* body bytes received, kept or not */
     bool too_large;
+    bool over_budget;         /* the global body budget was spent */
+    bool must_close;          /* Connection: close on the answer */
+    const char *framing_err;  /* static text, or NULL */
+    size_t counted;           /* bytes of this body in h->body_inflight */
     bool dispatched;          /* the handler has seen it */
     bool in_handler;
     bool suspended;
@@ -286,6 +291,7 @@ static void req_free(http_req *r) {
     if (r->prev) r->prev->next = r->next; else h->reqs = r->next;
     if (r->next) r->next->prev = r->prev;
     h->n_active--;
+    h->body_inflight -= r->counted;
     if (r->pending) MHD_destroy_response(r->pending);
     for (int i = 0; i < r->n_hdr; i++) { free(r->hk[i]); free(r->hv[i]); }
     free(r->path);
@@ -309,6 +315,17 @@ static enum MHD_Result queue_pending(http_req *r) {
     return ok;
 }
 
+/* Counts n more body bytes of r against the global budget; false past it. */
+static bool budget_take(http_req *r, size_t upto) {
+    http_server *h = r->h;
+    if (upto <= r->counted) return true;
+    size_t more = upto - r->counted;
+    if (h->body_inflight + more > h->cfg.body_budget) return false;
+    h->body_inflight += more;
+    r->counted = upto;
+    return true;
+}
+
 static bool body_append(http_req *r, const char *data, size_t n) {
     if (r->len + n + 1 > r->cap) {
         size_t cap = r->cap ? r->cap : 4096;
@@ -324,28 +341,86 @@ static bool body_append(http_req *r, const char *data, size_t n) {
     return true;
 }
 
+typedef struct { int n_cl, n_host, n_te; const char *cl; bool cl_differ; } hdr_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    hdr_count *k = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (k->n_cl++ && value && k->cl && strcmp(value, k->cl)) k->cl_differ = true;
+        if (!k->cl) k->cl = value;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) {
+        k->n_host++;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
+        k->n_te++;
+    }
+    return MHD_YES;
+}
+
+/* The request-smuggling shapes a proxy in front may read differently from
+ * us: refused whatever libmicrohttpd would make of them. */
+static const char *framing_error(struct MHD_Connection *c, const char *version) {
+    hdr_count k = { 0 };
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &k);
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (k.n_te && k.n_cl) return "Content-Length together with Transfer-Encoding";
+    if (k.n_te > 1 || (te && strcasecmp(te, "chunked"))) return "a Transfer-Encoding other than chunked";
+    if (k.cl_differ) return "differing Content-Length headers";
+    bool http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
+    if (k.n_host > 1) return "more than one Host header";
+    if (http11 && !k.n_host) return "no Host header (HTTP/1.1 requires one)";
+    return NULL;
+}
+
+/* The headers are in: framing, the budget for a declared body, then the
+ * headers hook, which may answer before any body is read. */
+static void headers_in(http_server *h, http_req *r, struct MHD_Connection *c, const char *version) {
+    r->framing_err = framing_error(c, version);
+    if (r->framing_err) r->must_close = true;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    bool body = te != NULL;
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        bool bad = errno || end == cl;
+        body = bad || n > 0;
+        if (bad || n > h->cfg.max_body) {
+            r->too_large = true;
+            /* answer now when the client waits for "100 Continue" or
+             * the body is not worth reading; else read and drop it, so
+             * the client is not cut off mid-send and sees the answer */
+            const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+            if ((ex && !strcasecmp(ex, "100-continue")) || bad || n > DRAIN_MAX) { r->must_close = true; dispatch(r); return; }
+        } else if (!budget_take(r, (size_t)n)) {
+            r->over_budget = true;
+        }
+    }
+    if (h->cfg.headers) {
+        bool was = r->must_close;
+        r->must_close = was || body;   /* an answer now leaves the body unread: the connection ends */
+        r->in_handler = true;
+        h->cfg.headers(h->cfg.ud, r);
+        r->in_handler = false;
+        if (r->answered || r->failed) {
+            r->dispatched = true;   /* the body, if any, is not read */
+            return;
+        }
+        r->must_close = was;
+    }
+    if (r->over_budget || r->framing_err) { r->must_close = true; dispatch(r); }
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
     http_server *h = cls;
     http_req *r = *con_cls;
     if (!r) {   /* headers are in */
         if (!(r = req_new(h, c, url, method))) return MHD_NO;
         *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(cl, &end, 10);
-            if (errno || end == cl || n > h->cfg.max_body) {
-                r->too_large = true;
-                /* answer now when the client waits for "100 Continue" or
-                 * the body is not worth reading; else read and drop it, so
-                 * the client is not cut off mid-send and sees the answer */
-                const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-                if ((ex && !strcasecmp(ex, "100-continue")) || errno || n > DRAIN_MAX) dispatch(r);
-            }
-        }
+        headers_in(h, r, c, version);
+        if (r->failed) return MHD_NO;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -361,6 +436,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         }
         if (r->too_large) {
             if (r->seen > DRAIN_MAX) dispatch(r);
+            return MHD_YES;
+        }
+        if (!budget_take(r, r->len + n)) {   /* a body without a length, past the budget: answer now */
+            r->over_budget = r->must_close = true;
+            free(r->body);
+            r->body = NULL;
+            r->len = r->cap = 0;
+            dispatch(r);
             return MHD_YES;
         }
         if (!body_append(r, upload, n)) return MHD_NO;
@@ -407,6 +490,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx
 /* ---- answers ---------------------------------------------------------------- */
 static void add_headers(http_req *r, struct MHD_Response *resp, const char *ctype) {
     if (ctype) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (r->must_close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (r->h->cors) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, r->h->cors);
         MHD_add_response_header(resp, "Vary", "Origin");
@@ -518,6 +602,9 @@ const char *http_body(const http_req *r, size_t *len) {
     return r->body ? r->body : "";
 }
 bool http_body_too_large(const http_req *r) { return r->too_large; }
+bool http_body_over_budget(const http_req *r) { return r->over_budget; }
+const char *http_framing_error(const http_req *r) { return r->framing_err; }
+void http_close_after(http_req *r) { r->must_close = true; }
 const char *http_client_addr(const http_req *r) { return r->addr; }
 uint64_t http_start_ns(const http_req *r) { return r->t0; }
 int http_status(const http_req *r) { return r->status; }
@@ -533,6 +620,7 @@ http_server *http_start(uv_loop_t *loop, const http_config *c, char *err, size_t
     if (!h) { snprintf(err, errlen, "out of memory"); return NULL; }
     h->loop = loop;
     h->cfg = *c;
+    if (!h->cfg.body_budget) h->cfg.body_budget = 4 * c->max_body;
     if (c->cors_origin && *c->cors_origin && !(h->cors = strdup(c->cors_origin))) {
         free(h);
         snprintf(err, errlen, "out of memory");

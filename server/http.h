@@ -19,7 +19,11 @@ typedef struct http_server http_server;
 typedef struct http_req http_req;
 
 /* Called once per request, when its body is complete (or the body was over
- * the limit: http_body_too_large). */
+ * the limit: http_body_too_large, or over the global budget:
+ * http_body_over_budget). The headers hook (http_config.headers) is called
+ * before, once the headers are in and before any body is read: if it
+ * answers, the body is never read and the connection closes after the
+ * answer (authentication, Host, Content-Type and framing are checked there). */
 typedef void (*http_handler_fn)(void *ud, http_req *r);
 /* Called when a request is over (answered, or the client left): logging. */
 typedef void (*http_done_fn)(void *ud, http_req *r);
@@ -28,10 +32,13 @@ typedef struct http_config {
     const char *host;         /* numeric address or name; default 127.0.0.1 */
     int port;                 /* 0: an ephemeral port (see http_port) */
     size_t max_body;          /* bytes; larger bodies get the handler with too_large set */
+    size_t body_budget;       /* bytes of request bodies held at once, all requests together
+                                 (0: 4 x max_body); past it the handler sees over_budget */
     unsigned timeout_s;       /* close a connection idle this long (0: 300); MHD does not time
                                  out a suspended one, so a request waiting for tokens is not idle */
     const char *cors_origin;  /* Access-Control-Allow-Origin on every answer, or NULL */
     http_handler_fn handler;
+    http_handler_fn headers;  /* or NULL: see above */
     http_done_fn done;
     void *ud;
 } http_config;
@@ -52,6 +59,13 @@ const char *http_path(const http_req *r);
 const char *http_header(const http_req *r, const char *name);   /* NULL if absent */
 const char *http_body(const http_req *r, size_t *len);          /* NUL-terminated */
 bool http_body_too_large(const http_req *r);
+bool http_body_over_budget(const http_req *r);
+/* Why the request's framing is refused (Content-Length with Transfer-Encoding,
+ * differing Content-Lengths, an unknown Transfer-Encoding, HTTP/1.1 without
+ * exactly one Host), or NULL. Answer 400: the connection is closed after. */
+const char *http_framing_error(const http_req *r);
+/* The answer to r ends its connection (Connection: close). */
+void http_close_after(http_req *r);
 const char *http_client_addr(const http_req *r);
 uint64_t http_start_ns(const http_req *r);                      /* uv_hrtime at arrival */
 int http_status(const http_req *r);                            /* as answered; 499: client left */

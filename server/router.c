@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
+#include <ctype.h>
 
 typedef void (*route_fn)(server *s, http_req *r, const cJSON *body);
 
@@ -164,11 +165,73 @@ static bool has_nul_escape(const char *b, size_t len) {
     return false;
 }
 
-void route_request(void *ud, http_req *r) {
-    server *s = ud;
+/* name (host[:port], [v6]:port) without the port, lowercased, in out; false if too long */
+static bool host_name(const char *h, char *out, size_t cap) {
+    size_t n;
+    if (h[0] == '[') { const char *e = strchr(h, ']'); n = e ? (size_t)(e - h) + 1 : strlen(h); }
+    else n = strcspn(h, ":");
+    if (n == 0 || n >= cap) return false;
+    for (size_t i = 0; i < n; i++) out[i] = (char)tolower((unsigned char)h[i]);
+    out[n] = 0;
+    return true;
+}
+
+static bool in_list(const char *name, const char *list) {
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, ", ");
+        size_t k = strcspn(p, ", ");
+        if (k && strlen(name) == k && !strncasecmp(p, name, k)) return true;
+        p += k;
+    }
+    return false;
+}
+
+/* DNS rebinding: a page whose name resolves to 127.0.0.1 reaches us with
+ * its own name as Host. A server on loopback or one address answers only
+ * that address, local names and --allowed-hosts; one on 0.0.0.0 / :: any
+ * name unless --allowed-hosts narrows it. No Host (HTTP/1.0) passes. */
+static bool host_ok(const server *s, const http_req *r) {
+    const char *h = http_header(r, "Host"), *allow = s->o.allowed_hosts;
+    if (!h || (allow && !strcmp(allow, "*"))) return true;
+    const char *listen = s->o.host && *s->o.host ? s->o.host : "127.0.0.1";
+    bool wildcard = !strcmp(listen, "0.0.0.0") || !strcmp(listen, "::") || !strcmp(listen, "[::]");
+    if (wildcard && !allow) return true;
+    char name[256], lhost[260];
+    if (!host_name(h, name, sizeof name)) return false;
+    snprintf(lhost, sizeof lhost, strchr(listen, ':') && listen[0] != '[' ? "[%s]" : "%s", listen);
+    const char *local[] = { "localhost", "127.0.0.1", "[::1]", lhost };
+    for (size_t i = 0; i < sizeof local / sizeof *local; i++) if (!strcasecmp(name, local[i])) return true;
+    size_t n = strlen(name);
+    if (n > 10 && !strcmp(name + n - 10, ".localhost")) return true;   /* RFC 6761: always loopback */
+    return in_list(name, allow);
+}
+
+/* A JSON body must say so: a page may POST text/plain to a local server
+ * without a CORS preflight; application/json needs one. */
+static bool json_type_ok(const http_req *r) {
+    const char *ct = http_header(r, "Content-Type");
+    if (!ct) return false;
+    while (*ct == ' ') ct++;
+    size_t n = strcspn(ct, "; \t");
+    return n == 16 && !strncasecmp(ct, "application/json", 16);
+}
+
+/* Everything that needs no body, in order; answers and returns false on the
+ * first thing wrong. Run from the headers hook (so a refused body is never
+ * read) and again with the body (route_request), where it passes. */
+static bool precheck(server *s, http_req *r, const route *rt) {
     const char *m = http_method(r), *path = http_path(r);
-    const route *rt = find_route(path);
-    http_set_route(r, rt ? rt->name : "other");
+    const char *why = http_framing_error(r);
+    if (why) {
+        http_close_after(r);
+        respond_error(r, 400, NULL, "bad_request", "Malformed request: %s", why);
+        return false;
+    }
+    if (!host_ok(s, r)) {
+        respond_error(r, 403, NULL, "host_not_allowed", "Host '%.80s' is not allowed (see --allowed-hosts)",
+                      http_header(r, "Host"));
+        return false;
+    }
     if (!strcmp(m, "OPTIONS")) {   /* CORS preflight, on every path */
         if (s->o.cors_origin) {    /* else no Allow-*: a page elsewhere must not drive this server */
             http_add_header(r, "Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
@@ -176,11 +239,11 @@ void route_request(void *ud, http_req *r) {
             http_add_header(r, "Access-Control-Max-Age", "86400");
         }
         http_respond(r, 204, NULL, "", 0);
-        return;
+        return false;
     }
     if (!rt) {
         respond_error(r, 404, NULL, "not_found", "Not found: %.200s", path);
-        return;
+        return false;
     }
     if (!method_ok(rt, m)) {
         char allow[32];
@@ -188,13 +251,38 @@ void route_request(void *ud, http_req *r) {
         for (char *p = allow; *p; p++) if (*p == ' ') *p = ',';
         http_add_header(r, "Allow", allow);
         respond_error(r, 405, NULL, "method_not_allowed", "%.16s is not allowed on %.200s (use %s)", m, path, rt->methods);
-        return;
+        return false;
     }
     if (!rt->open && s->o.n_api_keys > 0 && !auth_ok(s, r)) {
         http_add_header(r, "WWW-Authenticate", "Bearer");
         respond_error(r, 401, NULL, "invalid_api_key", "Invalid or missing API key (send Authorization: Bearer KEY)");
-        return;
+        return false;
     }
+    if (!strcmp(m, "POST") && !json_type_ok(r)) {
+        respond_error(r, 415, NULL, "unsupported_media_type", "The request body must be sent as Content-Type: application/json");
+        return false;
+    }
+    if (http_body_over_budget(r)) {
+        http_add_header(r, "Retry-After", "1");
+        respond_error(r, 503, NULL, "server_busy", "Too many request bodies are being received at once; retry later");
+        return false;
+    }
+    return true;
+}
+
+void route_headers(void *ud, http_req *r) {
+    server *s = ud;
+    const route *rt = find_route(http_path(r));
+    http_set_route(r, rt ? rt->name : "other");
+    precheck(s, r, rt);
+}
+
+void route_request(void *ud, http_req *r) {
+    server *s = ud;
+    const char *m = http_method(r);
+    const route *rt = find_route(http_path(r));
+    http_set_route(r, rt ? rt->name : "other");
+    if (!precheck(s, r, rt)) return;
     if (http_body_too_large(r)) {
         respond_error(r, 413, NULL, "request_too_large", "The request body is larger than %zu bytes", s->o.max_body);
         return;

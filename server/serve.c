@@ -84,6 +84,7 @@ static const struct binding { const char *key; size_t off; } bindings[] = {
     { "sse-keepalive", offsetof(server_opts, keepalive_s) },
     { "metrics-compat", offsetof(server_opts, metrics_compat) },
     { "no-webui", offsetof(server_opts, no_webui) },
+    { "allowed-hosts", offsetof(server_opts, allowed_hosts) },
 };
 
 /* Stores setting s's value v (already checked by config_load) into o. */
@@ -265,7 +266,7 @@ int cmd_serve(int argc, char **argv) {
     s->loop = &st->loop;
     http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = (size_t)s->o.max_body,
                        .timeout_s = (unsigned)s->o.timeout_s, .cors_origin = s->o.cors_origin,
-                       .handler = route_request, .done = access_log, .ud = s };
+                       .handler = route_request, .headers = route_headers, .done = access_log, .ud = s };
     char err[512] = "";
     s->http = http_start(&st->loop, &hc, err, sizeof err);
     if (!s->http) {

@@ -37,6 +37,7 @@ typedef struct server_opts {
     int timeout_s;                       /* a connection idle this long is closed */
     double keepalive_s;                  /* SSE comment after this much silence */
     bool metrics_compat;                 /* /metrics also has llamacpp:* names */
+    const char *allowed_hosts;           /* more Host names, comma-separated, "*", or NULL */
     const char *api_key_list, *api_key_file;   /* as given; api_keys is what they hold */
     char **api_keys;
     int n_api_keys;
@@ -75,6 +76,8 @@ typedef struct server {
 
 /* router.c: the HTTP handler */
 void route_request(void *ud, http_req *r);
+/* The headers hook (http_config.headers): refuses what needs no body to refuse. */
+void route_headers(void *ud, http_req *r);
 
 /* Milliseconds on the monotonic clock. */
 double srv_now_ms(void);

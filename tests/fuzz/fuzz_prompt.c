@@ -50,9 +50,16 @@ struct http_req {
 
 const char *http_method(const http_req *r) { (void)r; return "POST"; }
 const char *http_path(const http_req *r) { return r->path; }
-const char *http_header(const http_req *r, const char *name) { (void)r; (void)name; return NULL; }
+/* a JSON body from a local client, as a real one sends it */
+const char *http_header(const http_req *r, const char *name) {
+    (void)r;
+    return !strcasecmp(name, "Content-Type") ? "application/json" : !strcasecmp(name, "Host") ? "127.0.0.1:8080" : NULL;
+}
 const char *http_body(const http_req *r, size_t *len) { *len = r->len; return r->body; }
 bool http_body_too_large(const http_req *r) { (void)r; return false; }
+bool http_body_over_budget(const http_req *r) { (void)r; return false; }
+const char *http_framing_error(const http_req *r) { (void)r; return NULL; }
+void http_close_after(http_req *r) { (void)r; }
 void http_set_route(http_req *r, const char *route) { (void)r; (void)route; }
 void http_add_header(http_req *r, const char *name, const char *value) { (void)r; (void)name; (void)value; }
 

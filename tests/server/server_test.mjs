@@ -158,7 +158,7 @@ function rawRequest(port, method, p, body) {
   sock.on('data', (d) => { st.data += d.toString('utf8'); });
   sock.on('close', () => { st.closed = true; });
   sock.on('error', () => {});
-  sock.write(`${method} ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+  sock.write(`${method} ${p} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
   return st;
 }
 
