@@ -79,7 +79,7 @@ const config_setting config_settings[] = {
       "no chat page at / (404)", NULL },
     { "allowed-hosts", "--allowed-hosts", NULL, CFG_STRING, 0, 0, NULL, NULL, false,
       "more Host names to answer, comma-separated, or * for any (default: the listening address and "
-      "local names; any when listening on 0.0.0.0 or ::)", "NAME[,NAME...]" },
+      "local names; any when listening on 0.0.0.0 or ::)", "HOSTS" },
     { NULL, NULL, NULL, CFG_STRING, 0, 0, NULL, NULL, false, NULL, NULL },
 };
 

@@ -1,6 +1,7 @@
 /* The access log (see access_log.h). */
 #include "server/access_log.h"
 #include "server/utf8.h"
+#include "server/log_out.h"
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,13 +39,13 @@ void access_log(void *ud, http_req *r) {
         cJSON_AddNumberToObject(o, "ms", (double)(long long)(ms * 10) / 10);
         char *line = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
-        if (line) fprintf(stderr, "%s\n", line);
+        if (line) log_out_line(line, strlen(line));
         free(line);
         return;
     }
     char path[256], method[24];
     clean(path, sizeof path, http_path(r));
     clean(method, sizeof method, http_method(r));
-    fprintf(stderr, "%s %s %s %s %d prompt=%d gen=%d %.1fms\n", when, http_client_addr(r), method, path,
+    log_out_printf("%s %s %s %s %d prompt=%d gen=%d %.1fms", when, http_client_addr(r), method, path,
             status, n_prompt, n_gen, ms);
 }

@@ -9,8 +9,10 @@
  * handle before MHD closes it, so a reused descriptor never inherits a
  * stale registration. */
 #include "server/http.h"
+#include "server/log_out.h"
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -40,6 +42,10 @@ struct http_server {
     http_config cfg;
     char *cors;
     uv_timer_t timer;
+    uv_timer_t accept_timer;  /* out of descriptors: accepting again after it */
+    int listen_fd;
+    bool accept_paused;
+    unsigned accept_pauses;   /* episodes, for the log */
     uv_check_t check;
     uv_idle_t idle;           /* active while a run is due: keeps the loop from blocking */
     bool dirty;
@@ -157,6 +163,7 @@ static void sync_watchers(http_server *h) {
         if (fd <= max && FD_ISSET(fd, &rs)) ev |= UV_READABLE;
         if (fd <= max && FD_ISSET(fd, &ws)) ev |= UV_WRITABLE;
         if (w && w->peer) ev |= w->peer_data ? UV_DISCONNECT : UV_READABLE | UV_DISCONNECT;
+        if (fd == h->listen_fd && h->accept_paused) ev &= ~UV_READABLE;
         if (!ev) { if (w) watch_drop(h, fd); continue; }
         if (!w && !(w = watch_get(h, fd))) continue;   /* no memory: MHD's timeout still runs it */
         if (w->events != ev) {
@@ -216,9 +223,38 @@ static bool peer_closed(int fd) {
     return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
+/* At the descriptor limit every accept fails at once and the listening
+ * socket stays readable: the loop would spin on it. Probe with a dup. */
+static bool out_of_fds(int fd) {
+    int t = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (t >= 0) { close(t); return false; }
+    return errno == EMFILE || errno == ENFILE;
+}
+
+static void on_accept_timer(uv_timer_t *t) {
+    http_server *h = t->data;
+    h->accept_paused = false;   /* the next readiness probes again */
+    sync_watchers(h);
+}
+
+/* Stop watching the listening socket for a while; connections already open
+ * are served meanwhile. Logged once per episode, not per attempt. */
+static void pause_accept(http_server *h) {
+    if (!h->accept_paused && !h->accept_pauses++)
+        log_out_printf("hearth: out of file descriptors (raise ulimit -n): not accepting new connections "
+                       "until some close; open ones are served");
+    h->accept_paused = true;
+    sync_watchers(h);
+    uv_timer_start(&h->accept_timer, on_accept_timer, 250, 0);
+}
+
 static void on_poll(uv_poll_t *p, int status, int events) {
     fd_watch *w = p->data;
     http_server *h = w->h;
+    if (w->fd == h->listen_fd && (events & UV_READABLE) && out_of_fds(w->fd)) {
+        pause_accept(h);
+        return;
+    }
     if (w->peer) {
         http_req *r = w->peer;
         if (status < 0 || (events & UV_DISCONNECT) || ((events & UV_READABLE) && peer_closed(w->fd)))
@@ -662,7 +698,11 @@ http_server *http_start(uv_loop_t *loop, const http_config *c, char *err, size_t
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = di ? di->port : c->port;
+    di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
+    h->listen_fd = di ? (int)di->listen_fd : -1;
     uv_timer_init(loop, &h->timer);
+    uv_timer_init(loop, &h->accept_timer);
+    h->accept_timer.data = h;
     uv_check_init(loop, &h->check);
     uv_idle_init(loop, &h->idle);
     h->timer.data = h->check.data = h->idle.data = h;
@@ -679,6 +719,7 @@ void http_stop_accepting(http_server *h) {
     if (!h->d) return;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
     if (di) watch_drop(h, (int)di->listen_fd);
+    h->listen_fd = -1;
     MHD_socket s = MHD_quiesce_daemon(h->d);
     if (s != MHD_INVALID_SOCKET) close(s);
     kick(h);
@@ -707,7 +748,7 @@ void http_close(http_server *h) {
         h->d = NULL;
     }
     h->closed = true;
-    h->n_closing += 3;
+    h->n_closing += 4;
     for (int fd = 0; fd < h->n_w; fd++) watch_drop(h, fd);
     free(h->w);
     h->w = NULL;
@@ -715,6 +756,7 @@ void http_close(http_server *h) {
     free(h->cors);
     h->cors = NULL;
     uv_close((uv_handle_t *)&h->timer, on_timer_closed);
+    uv_close((uv_handle_t *)&h->accept_timer, on_timer_closed);
     uv_close((uv_handle_t *)&h->check, on_timer_closed);
     uv_close((uv_handle_t *)&h->idle, on_timer_closed);
 }

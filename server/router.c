@@ -258,7 +258,7 @@ static bool precheck(server *s, http_req *r, const route *rt) {
         respond_error(r, 401, NULL, "invalid_api_key", "Invalid or missing API key (send Authorization: Bearer KEY)");
         return false;
     }
-    if (!strcmp(m, "POST") && !json_type_ok(r)) {
+    if (!strcmp(m, "POST") && !json_type_ok(r) && !http_body_too_large(r)) {   /* too large: 413 says more */
         respond_error(r, 415, NULL, "unsupported_media_type", "The request body must be sent as Content-Type: application/json");
         return false;
     }

@@ -5,6 +5,7 @@
 #include "server/commands.h"
 #include "config/config.h"
 #include "server/access_log.h"
+#include "server/log_out.h"
 #include "server/gen.h"
 #include "server/model_set.h"
 #include "engine/text/chat_template.h"
@@ -304,7 +305,9 @@ int cmd_serve(int argc, char **argv) {
         st->exit_code = 1;
         begin_shutdown(st);
     }
+    log_out_start();   /* from here the access log never waits on stderr */
     uv_run(&st->loop, UV_RUN_DEFAULT);
+    log_out_stop();
     rc = st->exit_code;
 loop_out:
     if (uv_loop_close(&st->loop) == UV_EBUSY) {
