@@ -20,6 +20,7 @@
  * first block. The blob is read with incremental blob I/O straight into a
  * reusable buffer. */
 #include "engine/cache/prompt_cache.h"
+#include "engine/cache/shm_guard.h"
 #include "engine/model/model.h"
 #include <errno.h>
 #include <limits.h>
@@ -301,6 +302,7 @@ prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
     }
     prompt_cache *pc = calloc(1, sizeof *pc);
     if (!pc || !(pc->path = strdup(c->path))) { free(pc); warn("out of memory"); return NULL; }
+    shm_guard_install();   /* a truncated -shm must not kill the process (SIGBUS) */
     memcpy(pc->fp, c->fingerprint, 16);
     pc->n_layer = (uint32_t)c->n_layer;
     pc->kv_dim = (uint32_t)c->kv_dim;
@@ -386,13 +388,15 @@ void prompt_cache_close(prompt_cache *pc) {
  * cache off for this process; a corrupt file is also moved aside, so the
  * next start builds a new one. */
 static void cache_fail(prompt_cache *pc, int rc, const char *what, bool always) {
-    if (is_transient(rc) && !always) return;
+    bool shm = shm_guard_tripped();   /* the -shm file was damaged: the database itself is fine */
+    if (is_transient(rc) && !always && !shm) return;
     pthread_mutex_lock(&pc->mu);
     if (!atomic_load(&pc->off)) {
         atomic_store(&pc->off, true);
         pc->st.enabled = false;
-        warn("%s: %s: %s; turned off, serving goes on", pc->path, what, sqlite3_errstr(rc));
-        if (is_bad_file(rc)) move_aside(pc->path);
+        if (shm) warn("%s-shm was truncated or damaged while serving; turned off, serving goes on", pc->path);
+        else warn("%s: %s: %s; turned off, serving goes on", pc->path, what, sqlite3_errstr(rc));
+        if (is_bad_file(rc) && !shm) move_aside(pc->path);
         drop_queue_locked(pc, true);
         pthread_cond_broadcast(&pc->idle_cv);
     }
@@ -510,6 +514,7 @@ static void *writer_main(void *arg) {
         }
         batch_result res = { 0, 0, false };
         int rc = atomic_load(&pc->off) ? SQLITE_OK : write_batch(pc, batch, &res);
+        if (shm_guard_tripped()) rc = SQLITE_IOERR;   /* whatever it wrote went to zero pages */
         /* a lost write costs a store; a lost clear would bring deleted
          * blocks back, so the cache stops instead */
         if (rc) cache_fail(pc, rc, "write", n_clear > 0);
@@ -570,6 +575,7 @@ static void post_small(prompt_cache *pc, item_kind kind, const block_key *k, int
 
 /* ---- the engine thread ------------------------------------------------------ */
 static bool usable(prompt_cache *pc) {
+    if (pc && shm_guard_tripped() && !atomic_load(&pc->off)) cache_fail(pc, SQLITE_IOERR, "-shm", true);
     return pc && !atomic_load(&pc->off) && atomic_load(&pc->clear_pending) == 0;
 }
 
