@@ -12,6 +12,7 @@
 #include "runtime/pool.h"
 
 #include <stdio.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -115,6 +116,7 @@ static void run_rows(void *ctx, int64_t begin, int64_t end, int worker) {
         if (b >= e) continue;
         int64_t n0 = (b - p->item0) * KP_UNIT_ROWS, n1 = (e - p->item0) * KP_UNIT_ROWS;
         if (n1 > p->w->n_out) n1 = p->w->n_out;
+        assert(n0 % KP_UNIT_ROWS == 0);   /* the rows contract: whole units of the panel layout */
         p->path->rows(p->w, &p->a, p->y, n0, n1, worker);
     }
 }

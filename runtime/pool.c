@@ -12,6 +12,7 @@
  * blocks, not for every worker to wake: a sleeping worker never delays a
  * short job. */
 #include "runtime/pool.h"
+#include <assert.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -83,6 +84,10 @@ static inline uint64_t make_claim(uint32_t gen, int64_t nb) {
 }
 
 /* Claim and run blocks of generation `gen` until none is left. */
+/* Set while this thread runs a block: pool_run must not be called from one
+ * (a documented precondition; the pool has one job at a time). */
+static _Thread_local bool in_block;
+
 static void run_blocks(hpool *p, uint32_t gen, int worker) {
     uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
     for (;;) {
@@ -98,7 +103,9 @@ static void run_blocks(hpool *p, uint32_t gen, int worker) {
             continue;
         int64_t begin = b * grain;
         int64_t end = begin + grain < n ? begin + grain : n;
+        in_block = true;
         fn(ctx, begin, end, worker);
+        in_block = false;
         int64_t d = atomic_fetch_add(&p->done, 1) + 1;   /* seq_cst: pairs with caller_sleeping */
         if (d == nb && worker != 0 && atomic_load(&p->caller_sleeping)) {
             pthread_mutex_lock(&p->mu);
@@ -185,6 +192,7 @@ void pool_destroy(hpool *p) {
 int pool_threads(const hpool *p) { return p ? p->n_threads : 1; }
 
 void pool_run(hpool *p, pool_fn fn, void *ctx, int64_t n, int64_t grain) {
+    assert(!in_block);   /* not reentered from inside a job */
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     int64_t nb = (n + grain - 1) / grain;

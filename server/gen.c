@@ -175,6 +175,10 @@ void gen_submit(gen *g, const int32_t *prompt, int n_prompt) {
             api_fail(&e, 400, "prompt", "context_length_exceeded",
                      "the prompt has %d tokens; a slot's context holds %d", n_prompt, s->n_ctx);
             break;
+        case ENGINE_BAD_TOKEN:
+            api_fail(&e, 400, "prompt", "invalid_value", "the prompt holds a token id outside the vocabulary (%d ids)",
+                     s->model->p.n_vocab);
+            break;
         case ENGINE_BAD_SLOT:
             api_fail(&e, 400, "id_slot", NULL, "id_slot must be -1 or a slot id below %d", s->o.n_parallel);
             break;

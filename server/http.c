@@ -589,6 +589,11 @@ void http_stream_start(http_req *r, int status, const char *ctype) {
     add_headers(r, resp, ctype);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    if (!r->in_handler || r->suspended) {   /* started later (a body parsed off the loop): queued when resumed */
+        r->pending = resp;
+        resume(r);
+        return;
+    }
     if (MHD_queue_response(r->conn, (unsigned)status, resp) != MHD_YES) r->failed = true;
     MHD_destroy_response(resp);
 }
@@ -636,6 +641,18 @@ const char *http_header(const http_req *r, const char *name) {
 const char *http_body(const http_req *r, size_t *len) {
     if (len) *len = r->len;
     return r->body ? r->body : "";
+}
+char *http_take_body(http_req *r, size_t *len) {
+    char *b = r->body;
+    *len = r->len;
+    r->body = NULL;
+    r->len = r->cap = 0;
+    return b;
+}
+void http_give_body(http_req *r, char *body, size_t len) {
+    free(r->body);
+    r->body = body;
+    r->len = r->cap = len;
 }
 bool http_body_too_large(const http_req *r) { return r->too_large; }
 bool http_body_over_budget(const http_req *r) { return r->over_budget; }

@@ -58,6 +58,10 @@ const char *http_method(const http_req *r);
 const char *http_path(const http_req *r);
 const char *http_header(const http_req *r, const char *name);   /* NULL if absent */
 const char *http_body(const http_req *r, size_t *len);          /* NUL-terminated */
+/* The body's buffer, now the caller's (free it), NUL-terminated; the
+ * request has none after. http_give_body hands it back. */
+char *http_take_body(http_req *r, size_t *len);
+void http_give_body(http_req *r, char *body, size_t len);
 bool http_body_too_large(const http_req *r);
 bool http_body_over_budget(const http_req *r);
 /* Why the request's framing is refused (Content-Length with Transfer-Encoding,

@@ -270,6 +270,100 @@ static bool precheck(server *s, http_req *r, const route *rt) {
     return true;
 }
 
+/* ---- the body, parsed off the loop when it is large ------------------------------- */
+#define OFF_LOOP_BYTES (64 << 10)   /* smaller bodies parse in well under a millisecond */
+
+enum { PARSE_OK, PARSE_UTF8, PARSE_NUL, PARSE_JSON, PARSE_NOT_OBJECT };
+
+/* The whole body checked and parsed; no server state is touched, so it runs on any thread. */
+static int parse_body(const char *b, size_t len, cJSON **out, size_t *at) {
+    *out = NULL;
+    if (!utf8_valid(b, len) || memchr(b, 0, len)) return PARSE_UTF8;
+    if (has_nul_escape(b, len)) return PARSE_NUL;
+    const char *end = NULL;
+    cJSON *body = cJSON_ParseWithOpts(b, &end, true);
+    if (!body) {
+        *at = end && end >= b ? (size_t)(end - b) : 0;
+        return PARSE_JSON;
+    }
+    if (!cJSON_IsObject(body)) { cJSON_Delete(body); return PARSE_NOT_OBJECT; }
+    *out = body;
+    return PARSE_OK;
+}
+
+typedef struct parse_job {
+    uv_work_t work;
+    server *s;
+    http_req *r;              /* NULL once the client left */
+    const route *rt;
+    char *b;                  /* the body, taken from the request (owned) */
+    size_t len, at;
+    cJSON *body;
+    int rc;
+} parse_job;
+
+/* On the loop, parsed: the answer for a bad body, or the route. */
+static void finish_parse(parse_job *j) {
+    http_req *r = j->r;
+    switch (j->rc) {
+    case PARSE_UTF8: respond_error(r, 400, NULL, "invalid_utf8", "The request body is not valid UTF-8 JSON"); return;
+    case PARSE_NUL:
+        respond_error(r, 400, NULL, "invalid_json", "The request body holds \\u0000: strings may not contain NUL");
+        return;
+    case PARSE_JSON:
+        respond_error(r, 400, NULL, "invalid_json", "The request body is not valid JSON (at byte %zu)", j->at);
+        return;
+    case PARSE_NOT_OBJECT: respond_error(r, 400, NULL, "invalid_json", "The request body must be a JSON object"); return;
+    default: break;
+    }
+    if (j->s->stopping) {
+        respond_error(r, 503, NULL, "shutting_down", "The server is shutting down");
+        cJSON_Delete(j->body);
+    } else {
+        dispatch(j->s, j->rt, r, j->body);   /* takes the body */
+    }
+}
+
+static void parse_client_left(void *arg) { ((parse_job *)arg)->r = NULL; }
+
+static void parse_work(uv_work_t *w) {
+    parse_job *j = w->data;
+    j->rc = parse_body(j->b, j->len, &j->body, &j->at);
+}
+
+static void parse_done(uv_work_t *w, int status) {
+    parse_job *j = w->data;
+    free(j->b);
+    j->b = NULL;
+    if (j->r) http_on_close(j->r, NULL, NULL);
+    if (!j->r || status) {   /* the client left, or the work was cancelled at shutdown */
+        if (j->r) respond_error(j->r, 503, NULL, "shutting_down", "The server is shutting down");
+        cJSON_Delete(j->body);
+    } else {
+        finish_parse(j);
+    }
+    free(j);
+}
+
+/* A large body: the UTF-8 check and the JSON parse run on libuv's worker
+ * threads, so the loop goes on serving everyone else meanwhile; the route
+ * runs on the loop when they are done. false: do it here instead. */
+static bool parse_off_loop(server *s, http_req *r, const route *rt) {
+    parse_job *j = calloc(1, sizeof *j);
+    if (!j) return false;
+    j->s = s; j->r = r; j->rt = rt;
+    j->b = http_take_body(r, &j->len);
+    j->work.data = j;
+    if (!j->b || uv_queue_work(s->loop, &j->work, parse_work, parse_done)) {
+        if (j->b) http_give_body(r, j->b, j->len);
+        free(j);
+        return false;
+    }
+    http_defer(r);
+    http_on_close(r, parse_client_left, j);
+    return true;
+}
+
 void route_headers(void *ud, http_req *r) {
     server *s = ud;
     const route *rt = find_route(http_path(r));
@@ -291,30 +385,16 @@ void route_request(void *ud, http_req *r) {
         respond_error(r, 503, NULL, "shutting_down", "The server is shutting down");
         return;
     }
-    cJSON *body = NULL;
-    if (!strcmp(m, "POST")) {
-        size_t len;
-        const char *b = http_body(r, &len);
-        if (!utf8_valid(b, len) || memchr(b, 0, len)) {
-            respond_error(r, 400, NULL, "invalid_utf8", "The request body is not valid UTF-8 JSON");
-            return;
-        }
-        if (has_nul_escape(b, len)) {
-            respond_error(r, 400, NULL, "invalid_json", "The request body holds \\u0000: strings may not contain NUL");
-            return;
-        }
-        const char *end = NULL;
-        body = cJSON_ParseWithOpts(b, &end, true);
-        if (!body) {
-            size_t at = end && end >= b ? (size_t)(end - b) : 0;
-            respond_error(r, 400, NULL, "invalid_json", "The request body is not valid JSON (at byte %zu)", at);
-            return;
-        }
-        if (!cJSON_IsObject(body)) {
-            cJSON_Delete(body);
-            respond_error(r, 400, NULL, "invalid_json", "The request body must be a JSON object");
-            return;
-        }
+    if (strcmp(m, "POST")) {
+        dispatch(s, rt, r, NULL);
+        return;
     }
-    dispatch(s, rt, r, body);
+    size_t len;
+    http_body(r, &len);
+    if (len >= OFF_LOOP_BYTES && s->loop && parse_off_loop(s, r, rt)) return;
+    parse_job j = { .s = s, .r = r, .rt = rt };
+    j.b = (char *)http_body(r, &j.len);
+    j.rc = parse_body(j.b, j.len, &j.body, &j.at);
+    j.b = NULL;   /* still the request's */
+    finish_parse(&j);
 }

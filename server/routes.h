@@ -4,6 +4,7 @@
 
 #include <cjson/cJSON.h>
 #include "server/server.h"
+#include "server/errors.h"
 
 /* routes_oai.c */
 void route_chat(server *s, http_req *r, const cJSON *body);
@@ -13,6 +14,9 @@ void route_completion(server *s, http_req *r, const cJSON *body);
 void route_infill(server *s, http_req *r, const cJSON *body);
 void route_tokenize(server *s, http_req *r, const cJSON *body);
 void route_detokenize(server *s, http_req *r, const cJSON *body);
+/* Their answers, computed from the model alone (any thread): NULL with e. */
+cJSON *tokenize_answer(const server *s, const cJSON *body, api_error *e);
+cJSON *detokenize_answer(const server *s, const cJSON *body, api_error *e);
 void route_apply_template(server *s, http_req *r, const cJSON *body);
 /* routes_info.c */
 void route_models(server *s, http_req *r, const cJSON *body);

@@ -72,19 +72,17 @@ fail:
     api_error_respond(r, &e);
 }
 
-void route_tokenize(server *s, http_req *r, const cJSON *body) {
-    api_error e;
+/* Reads only the model, so it may run off the loop (router.c does for large bodies). */
+cJSON *tokenize_answer(const server *s, const cJSON *body, api_error *e) {
     const char *content = NULL;
     bool add_special = false, parse_special = true, with_pieces = false;
-    if (!jf_str(body, "content", &content, &e) || !jf_bool(body, "add_special", &add_special, &e) ||
-        !jf_bool(body, "parse_special", &parse_special, &e) || !jf_bool(body, "with_pieces", &with_pieces, &e)) {
-        api_error_respond(r, &e);
-        return;
-    }
-    if (!content) { respond_error(r, 400, "content", "missing_field", "'content' is required"); return; }
+    if (!jf_str(body, "content", &content, e) || !jf_bool(body, "add_special", &add_special, e) ||
+        !jf_bool(body, "parse_special", &parse_special, e) || !jf_bool(body, "with_pieces", &with_pieces, e))
+        return NULL;
+    if (!content) { api_fail(e, 400, "content", "missing_field", "'content' is required"); return NULL; }
     int32_t *ids;
-    int n = prompt_tokenize(s, content, strlen(content), add_special, parse_special, &ids, &e);
-    if (n < 0) { api_error_respond(r, &e); return; }
+    int n = prompt_tokenize(s, content, strlen(content), add_special, parse_special, &ids, e);
+    if (n < 0) return NULL;
     cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens");
     for (int i = 0; i < n; i++) {
         if (!with_pieces) { cJSON_AddItemToArray(toks, cJSON_CreateNumber(ids[i])); continue; }
@@ -103,34 +101,50 @@ void route_tokenize(server *s, http_req *r, const cJSON *body) {
         cJSON_AddItemToArray(toks, t);
     }
     free(ids);
-    respond_json(r, 200, o);
+    return o;
 }
 
-void route_detokenize(server *s, http_req *r, const cJSON *body) {
+/* Reads only the model, like tokenize_answer. */
+cJSON *detokenize_answer(const server *s, const cJSON *body, api_error *e) {
     const cJSON *t = jf_get(body, "tokens");
-    if (!t) { respond_error(r, 400, "tokens", "missing_field", "'tokens' is required"); return; }
-    if (!cJSON_IsArray(t)) { respond_error(r, 400, "tokens", "invalid_type", "'tokens' must be a list of token ids"); return; }
+    if (!t) { api_fail(e, 400, "tokens", "missing_field", "'tokens' is required"); return NULL; }
+    if (!cJSON_IsArray(t)) { api_fail(e, 400, "tokens", "invalid_type", "'tokens' must be a list of token ids"); return NULL; }
     int n = cJSON_GetArraySize(t), n_vocab = tokenizer_n_vocab(s->model->tok), i = 0;
     int32_t *ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
-    if (!ids) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
+    if (!ids) { api_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
         double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
         if (d < 0 || d >= n_vocab || d != (double)(int32_t)d) {   /* range first: the cast of 1e10 is undefined */
             free(ids);
-            respond_error(r, 400, "tokens", "invalid_value", "tokens[%d] is not a token id below %d", i, n_vocab);
-            return;
+            api_fail(e, 400, "tokens", "invalid_value", "tokens[%d] is not a token id below %d", i, n_vocab);
+            return NULL;
         }
         ids[i++] = (int32_t)d;
     }
     size_t len;
     char *text = tokenizer_decode(s->model->tok, ids, n, true, &len);
     free(ids);
-    if (!text) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
+    if (!text) { api_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "content", utf8_json_string(text, len));
     free(text);
-    respond_json(r, 200, o);
+    return o;
+}
+
+static void respond_answer(http_req *r, cJSON *o, const api_error *e) {
+    if (o) respond_json(r, 200, o);
+    else api_error_respond(r, e);
+}
+
+void route_tokenize(server *s, http_req *r, const cJSON *body) {
+    api_error e = { 0 };
+    respond_answer(r, tokenize_answer(s, body, &e), &e);
+}
+
+void route_detokenize(server *s, http_req *r, const cJSON *body) {
+    api_error e = { 0 };
+    respond_answer(r, detokenize_answer(s, body, &e), &e);
 }
 
 void route_apply_template(server *s, http_req *r, const cJSON *body) {

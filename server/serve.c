@@ -263,6 +263,7 @@ int cmd_serve(int argc, char **argv) {
     s->metrics = &st->metrics;
     signal(SIGPIPE, SIG_IGN);
 
+    setenv("UV_THREADPOOL_SIZE", "2", 0);   /* request bodies parsed off the loop (router.c): two workers */
     if (uv_loop_init(&st->loop)) goto out;
     s->loop = &st->loop;
     http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = (size_t)s->o.max_body,

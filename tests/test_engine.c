@@ -289,6 +289,18 @@ static void test_endings(const model *m) {
     job_params bad = p;
     bad.id_slot = 7;
     CHECK(engine_submit(e, prompt_b, 60, &bad, on_event, NULL, &id) == ENGINE_BAD_SLOT);
+    /* an id outside the vocabulary is its own error, not "too long" */
+    int32_t oov[3] = { 1, m->p.n_vocab, 2 };
+    CHECK(engine_submit(e, oov, 3, &p, on_event, NULL, &id) == ENGINE_BAD_TOKEN);
+    /* max_tokens 0: prefill only, nothing sampled */
+    job_params p0 = greedy(0);
+    run z;
+    run_init(&z, e);
+    submit(e, &z, prompt_b, 60, &p0);
+    run_wait(&z);
+    CHECKF(z.finish == FINISH_LENGTH && z.n_generated == 0 && z.n_tokens == 0, "max_tokens 0: finish %d, %d generated",
+           (int)z.finish, z.n_generated);
+    run_destroy(&z);
     run_destroy(&ref); run_destroy(&full);
     engine_destroy(e);
 
@@ -301,6 +313,7 @@ static void test_endings(const model *m) {
     run a, b, x;
     run_init(&a, e); run_init(&b, e); run_init(&x, e);
     job_params pg = greedy(200);
+    pg.ignore_eos = true;   /* a must still hold the slot when x comes: a free slot would take b, and x could wait */
     submit(e, &a, prompt_d, 7, &pg);
     for (int i = 0; i < 5000; i++) {   /* wait until a is in the slot */
         pthread_mutex_lock(&a.mu);

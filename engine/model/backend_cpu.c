@@ -9,6 +9,7 @@
 #include "runtime/pool.h"
 #include <math.h>
 #include <stdio.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,6 +319,8 @@ static int batch_valid(const backend_state *s, const fwd_batch *b) {
         if (b->token[i] < 0 || b->token[i] >= s->m->p.n_vocab) return 0;
         if (b->slot[i] < 0 || b->slot[i] >= s->kv.n_slots) return 0;
         if (b->pos[i] < 0 || b->pos[i] >= s->kv.n_ctx || b->pos[i] >= s->n_ctx) return 0;
+        /* documented precondition: a slot's rows come in position order */
+        assert(i == 0 || b->slot[i] != b->slot[i - 1] || b->pos[i] > b->pos[i - 1]);
     }
     return 1;
 }

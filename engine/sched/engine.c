@@ -105,6 +105,8 @@ struct engine {
     hpool *pool;
     float *logits;            /* one row per slot at most */
     float *work;              /* sampler's copy of a row */
+    char *piece;              /* one token's text: tokenizer_max_piece + 4 bytes, never cut */
+    size_t piece_cap;
     slot *slots;
     /* batch buffers */
     int32_t *b_tok, *b_pos, *b_slot;
@@ -496,6 +498,11 @@ static int32_t slot_pick(engine *e, slot *sl, const float *row) {
 /* Sample the next token for a slot from its logits row and send it. */
 static void slot_sample(engine *e, slot *sl, const float *row) {
     job *j = sl->job;
+    if (j->params.max_tokens == 0) {   /* prefill only: the prompt is in the KV, nothing is sampled */
+        if (!sl->t_first) sl->t_first = now_ms();
+        slot_finish(e, sl, FINISH_LENGTH, -1);
+        return;
+    }
     int n_vocab = e->m->p.n_vocab;
     int32_t tok = slot_pick(e, sl, row);
     if (tok < 0) {   /* the grammar allows nothing more: done if it can end here */
@@ -522,9 +529,8 @@ static void slot_sample(engine *e, slot *sl, const float *row) {
     bool eog = !j->params.ignore_eos && tokenizer_is_eog(e->m->tok, tok);
     int stop_hit = -1;
     if (!eog) {
-        char piece[1024];   /* > tokenizer_max_piece() + 4: a piece is never cut */
-        size_t n = detok_push(&sl->detok, tok, piece, sizeof piece);
-        stop_hit = stop_text_push(&sl->stop, piece, n, &ev.text, &ev.text_len);
+        size_t n = detok_push(&sl->detok, tok, e->piece, e->piece_cap);
+        stop_hit = stop_text_push(&sl->stop, e->piece, n, &ev.text, &ev.text_len);
     }
     ev.n_prompt = j->n_prompt; ev.n_cached = sl->n_cached; ev.n_generated = sl->n_generated;
     emit(j, &ev);
@@ -646,6 +652,8 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     e->kv = e->be->kv(e->bs);
     e->logits = malloc(sizeof(float) * (size_t)S * V);
     e->work = malloc(sizeof(float) * (size_t)V);
+    e->piece_cap = tokenizer_max_piece(m->tok) + 4;   /* sized from the vocabulary: no piece is cut */
+    e->piece = malloc(e->piece_cap);
     e->slots = calloc((size_t)S, sizeof *e->slots);
     e->published = calloc((size_t)S, sizeof *e->published);
     e->b_tok = malloc(sizeof(int32_t) * (size_t)B);
@@ -653,7 +661,7 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     e->b_slot = malloc(sizeof(int32_t) * (size_t)B);
     e->b_want = malloc((size_t)B);
     e->b_row_slot = malloc(sizeof(int) * (size_t)B);
-    if (!e->logits || !e->work || !e->slots || !e->published || !e->b_tok ||
+    if (!e->logits || !e->work || !e->piece || !e->slots || !e->published || !e->b_tok ||
         !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -692,7 +700,7 @@ fail:
     if (e->bs) e->be->destroy(e->bs);
     if (!c->pool) pool_destroy(e->pool);
     if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens);
-    free(e->slots); free(e->published); free(e->logits); free(e->work);
+    free(e->slots); free(e->published); free(e->logits); free(e->work); free(e->piece);
     free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -726,7 +734,7 @@ int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_para
     if (n_prompt <= 0 || n_prompt >= e->cfg.n_ctx) return ENGINE_PROMPT_TOO_LONG;
     if (p->id_slot >= e->cfg.n_slots || p->id_slot < -1) return ENGINE_BAD_SLOT;
     for (int i = 0; i < n_prompt; i++)
-        if (prompt[i] < 0 || prompt[i] >= e->m->p.n_vocab) return ENGINE_PROMPT_TOO_LONG;
+        if (prompt[i] < 0 || prompt[i] >= e->m->p.n_vocab) return ENGINE_BAD_TOKEN;
     job *j = calloc(1, sizeof *j);
     if (!j) return ENGINE_NOMEM;
     j->prompt = malloc(sizeof(int32_t) * (size_t)n_prompt);

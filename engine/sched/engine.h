@@ -90,7 +90,8 @@ typedef struct job_event {
 typedef void (*job_event_fn)(void *user, const job_event *ev);
 
 enum { ENGINE_OK = 0, ENGINE_QUEUE_FULL = -1, ENGINE_PROMPT_TOO_LONG = -2,
-       ENGINE_BAD_SLOT = -3, ENGINE_NOMEM = -4, ENGINE_STOPPED = -5 };
+       ENGINE_BAD_SLOT = -3, ENGINE_NOMEM = -4, ENGINE_STOPPED = -5,
+       ENGINE_BAD_TOKEN = -6 /* a prompt id outside the vocabulary */ };
 
 /* Thread-safe. Copies the prompt. Events arrive on the engine thread; the
  * last one for a job is JOB_EV_DONE, after which `user` is never used again. */
