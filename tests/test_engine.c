@@ -27,6 +27,7 @@ typedef struct {
     finish_reason finish;
     int n_cached, n_generated;
     int cancel_after;         /* cancel itself after this many tokens (0: never) */
+    bool hold;                /* its token callback waits while set: the slot stays busy */
     engine *e;
     uint64_t id;
 } run;
@@ -36,6 +37,10 @@ static void on_event(void *user, const job_event *ev) {
     pthread_mutex_lock(&r->mu);
     if (ev->type == JOB_EV_STARTED) r->started = true;
     if (ev->type == JOB_EV_TOKEN && r->n_tokens < 1024) r->tokens[r->n_tokens++] = ev->token;
+    if (ev->type == JOB_EV_TOKEN) {
+        if (r->hold) pthread_cond_broadcast(&r->cv);   /* the test waits for the first token */
+        while (r->hold) pthread_cond_wait(&r->cv, &r->mu);
+    }
     if (ev->text_len && r->n_text + ev->text_len < sizeof r->text) {
         memcpy(r->text + r->n_text, ev->text, ev->text_len);
         r->n_text += ev->text_len;
@@ -313,8 +318,11 @@ static void test_endings(const model *m) {
     run a, b, x;
     run_init(&a, e); run_init(&b, e); run_init(&x, e);
     job_params pg = greedy(200);
-    pg.ignore_eos = true;   /* a must still hold the slot when x comes: a free slot would take b, and x could wait */
+    a.hold = true;   /* a holds the slot until x is refused: a free slot would take b, and x could wait */
     submit(e, &a, prompt_d, 7, &pg);
+    pthread_mutex_lock(&a.mu);
+    while (!a.n_tokens && !a.done) pthread_cond_wait(&a.cv, &a.mu);
+    pthread_mutex_unlock(&a.mu);
     for (int i = 0; i < 5000; i++) {   /* wait until a is in the slot */
         pthread_mutex_lock(&a.mu);
         bool started = a.started;
@@ -325,6 +333,10 @@ static void test_endings(const model *m) {
     submit(e, &b, prompt_d, 7, &pg);
     int rc = engine_submit(e, prompt_d, 7, &pg, on_event, &x, &id);
     CHECKF(rc == ENGINE_QUEUE_FULL, "want queue full, got %d", rc);
+    pthread_mutex_lock(&a.mu);
+    a.hold = false;
+    pthread_cond_broadcast(&a.cv);
+    pthread_mutex_unlock(&a.mu);
     engine_cancel(e, a.id);
     engine_cancel(e, b.id);
     run_wait(&a); run_wait(&b);
