@@ -56,6 +56,20 @@ static bool force_calls(const chat_tools *t, gen_opts *o, api_error *e) {
     return true;
 }
 
+/* The body the template sees: chat_template_kwargs with the top-level
+ * enable_thinking and reasoning_effort folded in (t->kwargs), the other
+ * fields by reference. NULL when the body serves as it is. */
+static cJSON *template_body(const cJSON *body, const chat_tools *t) {
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(body, "chat_template_kwargs");
+    if (!t->kwargs || (k && cJSON_Compare(k, t->kwargs, true))) return NULL;
+    cJSON *b = cJSON_CreateObject();
+    const cJSON *it;
+    for (it = body->child; b && it; it = it->next)
+        if (strcmp(it->string, "chat_template_kwargs")) cJSON_AddItemReferenceToObject(b, it->string, (cJSON *)it);
+    if (b) cJSON_AddItemReferenceToObject(b, "chat_template_kwargs", t->kwargs);
+    return b;
+}
+
 void route_chat(server *s, http_req *r, const cJSON *body) {
     api_error e;
     gen_opts o;
@@ -68,7 +82,10 @@ void route_chat(server *s, http_req *r, const cJSON *body) {
     if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_CHAT, &o, &e) ||
         !chat_tools_parse(body, s->o.reasoning_format, &t, &e) || (cJSON_IsArray(msgs) && !chat_messages_check_tools(msgs, &e)))
         goto fail;
-    if (!(text = prompt_render_chat(s, body, &e))) goto fail;
+    cJSON *tb = template_body(body, &t);
+    text = prompt_render_chat(s, tb ? tb : body, &e);
+    cJSON_Delete(tb);
+    if (!text) goto fail;
     output_parsing(s, &t, text, &o);
     if (!force_calls(&t, &o, &e)) { free(text); goto fail; }
     n = prompt_text_may_fit(s, strlen(text), "messages", &e) ? prompt_tokenize(s, text, strlen(text), true, true, &ids, &e) : -1;

@@ -569,6 +569,11 @@ test('tools: openai client, history with tool calls and results, stream == whole
     const r = await post(s, '/v1/chat/completions', { messages: history, tools: [WEATHER], max_tokens: 1, ...extra });
     eq(r.status, 200, `accepted: ${JSON.stringify(extra)} ${r.body.slice(0, 200)}`);
   }
+  // top-level enable_thinking reaches the template as chat_template_kwargs does (qwen3 closes an empty <think>)
+  const pt = async (extra) => (await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 1, ...extra })).json.usage.prompt_tokens;
+  const off = await pt({ enable_thinking: false }), kwOff = await pt({ chat_template_kwargs: { enable_thinking: false } }), on = await pt({ enable_thinking: true });
+  eq(off, kwOff, 'enable_thinking false == chat_template_kwargs');
+  assert(off > on, `thinking off adds the empty think block (${off} vs ${on})`);
   try {
     await client.chat.completions.create({ model: 'qwen3-tiny-Q4_K_M', messages: history, tool_choice: 'required', max_tokens: 2 });
     throw new AssertionError('tool_choice required without tools accepted');
