@@ -103,6 +103,8 @@ static void test_filters(void) {
     eq("{{ 'é\"\\n<>&' | tojson }}|{{ [] | tojson(indent=2) }}|{{ {} | tojson }}", "\"é\\\"\\n<>&\"|[]|{}");
     eq("{{ '  x ' | trim }}|{{ s | upper }}|{{ s | lower }}|{{ 'hello world' | title }}|{{ 'hELLO' | capitalize }}",
        "x|HELLO|hello|Hello World|HELLO");
+    eq("{{ 'é àb ω ж' | upper }}|{{ 'É ÀB Ω Ж' | lower }}|{{ 'éa' | capitalize }}|{{ 'ab_cd 3x ñu' | title }}",
+       "É ÀB Ω Ж|é àb ω ж|Éa|Ab_cd 3x ñU");
     eq("{{ s | length }}|{{ l | length }}|{{ d | length }}|{{ 'abc' | replace('b', 'X') }}", "5|5|4|aXc");
     eq("{{ l | join(',') }}|{{ [1, 2] | join }}|{{ messages | map(attribute='role') | join(' ') }}", "1,a,,true,2.5|12|system user assistant");
     eq("{{ l | first }}|{{ l | last }}|{{ d | items | list }}", "1|2.5|[[\"a\", 1], [\"b\", \"x\"], [\"c\", [1, 2]], [\"n\", null]]");

@@ -51,25 +51,6 @@ jv jstrip(jctx *c, const jv *s, const jv *chars, bool left, bool right, int line
     return jv_strref(v.u.s + a, b - a);
 }
 
-static jv map_str(jctx *c, const jv *s, int how) {   /* 0 upper, 1 lower, 2 capitalize, 3 title (Jinja's filter) */
-    jv v = jv_to_str(c, s);
-    char *p = jctx_alloc(c, v.n + 1);
-    bool start = true;
-    for (size_t i = 0; i < v.n; i++) {
-        unsigned char ch = (unsigned char)v.u.s[i];
-        switch (how) {
-        case 0: p[i] = (char)toupper(ch); break;
-        case 1: p[i] = (char)tolower(ch); break;
-        case 2: p[i] = (char)(i == 0 ? toupper(ch) : ch); break;   /* the reference keeps the rest as is */
-        default:   /* str.title, as the reference renders the filter */
-            p[i] = (char)(start ? toupper(ch) : tolower(ch));
-            start = !(isalpha(ch) || ch >= 0x80);
-            break;
-        }
-    }
-    return jv_strref(p, v.n);
-}
-
 jv jreplace(jctx *c, const jv *s, const jv *old, const jv *new_, const jv *count, int line);
 jv jreplace(jctx *c, const jv *s, const jv *old, const jv *new_, const jv *count, int line) {
     jv v = jv_to_str(c, s);
@@ -145,7 +126,7 @@ static jv attr_path(jctx *c, const jv *v, const jv *attr, int line) {
 }
 
 static jv lowered(jctx *c, const jv *v, bool case_sensitive) {
-    return !case_sensitive && v->t == JV_STR ? map_str(c, v, 1) : *v;
+    return !case_sensitive && v->t == JV_STR ? jstr_case(c, v, 1) : *v;
 }
 
 typedef struct { jctx *c; const jv *attr; bool cs; int pair; int line; } sort_ctx;   /* pair: 1 key, 2 value of (k, v) */
@@ -373,10 +354,10 @@ jv jfilter(jctx *c, const char *name, const jv *v, jargs *a, int line) {
     if (IS("tojson")) return do_tojson(c, v, a, line);
     if (IS("safe") || IS("string")) return IS("safe") ? *v : jv_to_str(c, v);
     if (IS("trim")) return jstrip(c, v, jarg(a, 0, "chars"), true, true, line);
-    if (IS("upper")) return map_str(c, v, 0);
-    if (IS("lower")) return map_str(c, v, 1);
-    if (IS("capitalize")) return map_str(c, v, 2);
-    if (IS("title")) return map_str(c, v, 3);
+    if (IS("upper")) return jstr_case(c, v, 0);
+    if (IS("lower")) return jstr_case(c, v, 1);
+    if (IS("capitalize")) return jstr_case(c, v, 2);
+    if (IS("title")) return jstr_case(c, v, 3);
     if (IS("length") || IS("count")) return jv_int((int64_t)jv_len(c, v, line));
     if (IS("replace")) {
         const jv *o = jarg(a, 0, "old"), *n = jarg(a, 1, "new");

@@ -178,5 +178,6 @@ bool jtest(jctx *c, const char *name, const jv *v, jargs *a, int line);
 jv jmethod(jctx *c, const jv *self, const char *name, size_t n, int line);   /* a bound method, or undefined */
 jv jglobal(jctx *c, const char *name);                                        /* a builtin, or undefined */
 const jv *jarg(jargs *a, int pos, const char *kw);                            /* NULL when not given */
+jv jstr_case(jctx *c, const jv *s, int how);   /* 0 upper 1 lower 2 capitalize 3 title 4 swapcase */
 
 #endif

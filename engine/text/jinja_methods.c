@@ -3,6 +3,7 @@
  * dict, raise_exception, strftime_now. */
 #include "engine/text/jinja_internal.h"
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,23 +36,75 @@ static jv m_strip(jctx *c, const jv *s, jargs *a, int line) { return jstrip(c, s
 static jv m_lstrip(jctx *c, const jv *s, jargs *a, int line) { return jstrip(c, s, jarg(a, 0, "chars"), true, false, line); }
 static jv m_rstrip(jctx *c, const jv *s, jargs *a, int line) { return jstrip(c, s, jarg(a, 0, "chars"), false, true, line); }
 
-static jv m_case(jctx *c, const jv *s, int how) {   /* 0 upper 1 lower 2 capitalize 3 str.title 4 swapcase */
-    char *p = jctx_alloc(c, s->n + 1);
-    bool prev_alpha = false;
-    for (size_t i = 0; i < s->n; i++) {
-        unsigned char ch = (unsigned char)s->u.s[i];
+/* One code point's case, for the scripts chat text meets most: ASCII,
+ * Latin-1, Latin Extended-A, Greek and Cyrillic (what toUpperCase and
+ * str.upper agree on; a letter outside these keeps its case). */
+static uint32_t cp_case(uint32_t c, bool up) {
+    if (up) {
+        if (c >= 'a' && c <= 'z') return c - 32;
+        if ((c >= 0xE0 && c <= 0xFE && c != 0xF7)) return c - 32;
+        if (c == 0xFF) return 0x178;
+        if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c & ~1u;
+        if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c & 1) ? c : c - 1;
+        if (c >= 0x3B1 && c <= 0x3C9) return c == 0x3C2 ? 0x3A3 : c - 32;
+        if (c >= 0x430 && c <= 0x44F) return c - 32;
+        if (c >= 0x450 && c <= 0x45F) return c - 80;
+    } else {
+        if (c >= 'A' && c <= 'Z') return c + 32;
+        if ((c >= 0xC0 && c <= 0xDE && c != 0xD7)) return c + 32;
+        if (c == 0x178) return 0xFF;
+        if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c | 1u;
+        if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c & 1) ? c + 1 : c;
+        if (c >= 0x391 && c <= 0x3A9 && c != 0x3A2) return c + 32;
+        if (c >= 0x410 && c <= 0x42F) return c + 32;
+        if (c >= 0x400 && c <= 0x40F) return c + 80;
+    }
+    return c;
+}
+
+/* Decodes the code point at s[*i] (2-byte sequences only; others pass as bytes). */
+static bool two_byte(const jv *s, size_t i, uint32_t *cp) {
+    unsigned char a = (unsigned char)s->u.s[i];
+    if ((a & 0xE0) != 0xC0 || i + 1 >= s->n || ((unsigned char)s->u.s[i + 1] & 0xC0) != 0x80) return false;
+    *cp = ((uint32_t)(a & 0x1F) << 6) | ((unsigned char)s->u.s[i + 1] & 0x3F);
+    return *cp >= 0x80;
+}
+
+static bool ascii_word(unsigned char ch) { return isalnum(ch) || ch == '_'; }
+
+/* 0 upper, 1 lower, 2 capitalize, 3 title, 4 swapcase. capitalize and title
+ * are the reference renderer's: the first letter (of the text, or of each
+ * ASCII word) raised, the rest left as they are. */
+jv jstr_case(jctx *c, const jv *sv, int how) {
+    jv s = jv_to_str(c, sv);
+    char *p = jctx_alloc(c, s.n + 1);
+    size_t w = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        unsigned char ch = (unsigned char)s.u.s[i];
+        uint32_t cp;
+        bool up = how == 0 || (how == 2 && i == 0), down = how == 1;
+        if ((up || down) && two_byte(&s, i, &cp)) {
+            uint32_t m = cp_case(cp, up);
+            if (m < 0x800) {   /* same 2-byte length: the text never grows */
+                p[w++] = (char)(0xC0 | (m >> 6));
+                p[w++] = (char)(0x80 | (m & 0x3F));
+                i++;
+                continue;
+            }
+        }
         int r = ch;
         switch (how) {
         case 0: r = toupper(ch); break;
         case 1: r = tolower(ch); break;
-        case 2: r = i == 0 ? toupper(ch) : ch; break;   /* as the reference: the rest as is */
-        case 3: r = prev_alpha ? tolower(ch) : toupper(ch); prev_alpha = isalpha(ch) || ch >= 0x80; break;
+        case 2: r = i == 0 ? toupper(ch) : ch; break;
+        case 3: r = ascii_word(ch) && (i == 0 || !ascii_word((unsigned char)s.u.s[i - 1])) ? toupper(ch) : ch; break;
         default: r = isupper(ch) ? tolower(ch) : toupper(ch); break;
         }
-        p[i] = (char)r;
+        p[w++] = (char)r;
     }
-    return jv_strref(p, s->n);
+    return jv_strref(p, w);
 }
+static jv m_case(jctx *c, const jv *s, int how) { return jstr_case(c, s, how); }
 static jv m_upper(jctx *c, const jv *s, jargs *a, int line) { (void)a; (void)line; return m_case(c, s, 0); }
 static jv m_lower(jctx *c, const jv *s, jargs *a, int line) { (void)a; (void)line; return m_case(c, s, 1); }
 static jv m_capitalize(jctx *c, const jv *s, jargs *a, int line) { (void)a; (void)line; return m_case(c, s, 2); }
