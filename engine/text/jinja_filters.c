@@ -26,11 +26,19 @@ static const char *want_str(jctx *c, const jv *v, const char *what, int line) {
     return v->u.s;
 }
 
+/* A double truncated to int64, clamped (casting one outside the range is undefined). */
+static int64_t f_to_i(double f) {
+    if (!(f == f)) return 0;
+    if (f >= 9.2e18) return INT64_MAX;
+    if (f <= -9.2e18) return INT64_MIN;
+    return (int64_t)f;
+}
+
 static int64_t want_int(jctx *c, const jv *v, int64_t dflt, const char *what, int line) {
     if (!v || v->t == JV_NONE || v->t == JV_UNDEF) return dflt;
     if (v->t == JV_INT) return v->u.i;
     if (v->t == JV_BOOL) return v->u.b;
-    if (v->t == JV_FLOAT) return (int64_t)v->u.f;
+    if (v->t == JV_FLOAT) return f_to_i(v->u.f);
     jfail(c, line, "%s wants an integer", what);
 }
 
@@ -260,7 +268,7 @@ static jv do_format(jctx *c, const jv *fmt, jargs *a, int line) {   /* "%s" % ar
         char buf[128];
         if (conv == 'd' || conv == 'i') {
             spec[k++] = 'l'; spec[k++] = 'l'; spec[k++] = 'd'; spec[k] = 0;
-            snprintf(buf, sizeof buf, spec, (long long)(x.t == JV_FLOAT ? (int64_t)x.u.f : (int64_t)jv_num(&x)));
+            snprintf(buf, sizeof buf, spec, (long long)(x.t == JV_FLOAT ? f_to_i(x.u.f) : (int64_t)jv_num(&x)));
             jout_put(c, &o, buf, strlen(buf));
         } else if (conv == 'f' || conv == 'e' || conv == 'g') {
             spec[k++] = conv; spec[k] = 0;
@@ -276,44 +284,46 @@ static jv do_format(jctx *c, const jv *fmt, jargs *a, int line) {   /* "%s" % ar
     return jv_strref(o.p ? o.p : "", o.n);
 }
 
+/* A string's number (spaces around allowed): *is_int when it is an integer literal. */
+static bool str_number(jctx *c, const jv *v, double *d, long long *i, bool *is_int, int line) {
+    char buf[64];
+    jv t = jstrip(c, v, NULL, true, true, line);
+    if (!t.n || t.n >= sizeof buf) return false;
+    memcpy(buf, t.u.s, t.n);
+    buf[t.n] = 0;
+    char *e;
+    *i = strtoll(buf, &e, 10);
+    *is_int = !*e;
+    if (*is_int) return true;
+    *d = strtod(buf, &e);
+    return !*e;
+}
+
 static jv to_int(jctx *c, const jv *v, const jv *dflt, int line) {
-    (void)line;
+    double d;
+    long long i;
+    bool is_int;
     switch (v->t) {
     case JV_INT: return *v;
     case JV_BOOL: return jv_int(v->u.b);
-    case JV_FLOAT: return isfinite(v->u.f) ? jv_int((int64_t)v->u.f) : (dflt ? *dflt : jv_int(0));
-    case JV_STR: {
-        char buf[64];
-        jv t = jstrip(c, v, NULL, true, true, line);
-        if (t.n && t.n < sizeof buf) {
-            memcpy(buf, t.u.s, t.n);
-            buf[t.n] = 0;
-            char *e;
-            long long i = strtoll(buf, &e, 10);
-            if (!*e) return jv_int(i);
-            double d = strtod(buf, &e);
-            if (!*e && isfinite(d)) return jv_int((int64_t)d);
+    case JV_FLOAT: if (isfinite(v->u.f)) return jv_int(f_to_i(v->u.f)); break;
+    case JV_STR:
+        if (str_number(c, v, &d, &i, &is_int, line)) {
+            if (is_int) return jv_int(i);
+            if (isfinite(d)) return jv_int(f_to_i(d));
         }
         break;
-    }
     default: break;
     }
     return dflt ? *dflt : jv_int(0);
 }
 
 static jv to_float(jctx *c, const jv *v, const jv *dflt, int line) {
+    double d;
+    long long i;
+    bool is_int;
     if (jv_is_num(v)) return jv_float(jv_num(v));
-    if (v->t == JV_STR) {
-        char buf[64];
-        jv t = jstrip(c, v, NULL, true, true, line);
-        if (t.n && t.n < sizeof buf) {
-            memcpy(buf, t.u.s, t.n);
-            buf[t.n] = 0;
-            char *e;
-            double d = strtod(buf, &e);
-            if (!*e) return jv_float(d);
-        }
-    }
+    if (v->t == JV_STR && str_number(c, v, &d, &i, &is_int, line)) return jv_float(is_int ? (double)i : d);
     return dflt ? *dflt : jv_float(0);
 }
 

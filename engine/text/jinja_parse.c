@@ -470,6 +470,28 @@ static jnode *filter_chain(parser *P) {   /* name(args) | name... with a NULL in
     return n;
 }
 
+/* The body up to {% end %}, which is consumed. */
+static jnode *until(parser *P, const char *end) {
+    const char *const e[] = { end, NULL };
+    const char *found;
+    jnode *b = body(P, e, &found);
+    next(P);
+    end_block(P, end);
+    return b;
+}
+
+/* More expressions after a first one and a comma: a tuple (for x in a, b; set a, b = 1, 2; {{ a, b }}). */
+static jnode *tuple_rest(parser *P, jnode *first, bool nocond) {
+    if (!is_op(P, ",")) return first;
+    nlist l = { 0 };
+    nl_push(P, &l, first, NULL);
+    while (accept_op(P, ",")) nl_push(P, &l, nocond ? expr_nocond(P) : expr(P), NULL);
+    jnode *t = mk(P, N_TUPLE);
+    t->kids = l.v;
+    t->nkids = l.n;
+    return t;
+}
+
 static jnode *statement(parser *P) {
     const char *tag = cur(P)->k == TK_NAME ? name_dup(P, cur(P)) : NULL;
     if (!tag) pfail(P, "expected a tag name after '{%%', found %s", tok_desc(P));
@@ -491,8 +513,8 @@ static jnode *statement(parser *P) {
         if (!strcmp(found, "else")) {
             next(P);
             end_block(P, "else");
-            static const char *const e2[] = { "endif", NULL };
-            n->c = body(P, e2, &found);
+            n->c = until(P, "endif");
+            return n;
         }
         next(P);
         end_block(P, "endif");
@@ -503,16 +525,7 @@ static jnode *statement(parser *P) {
         n->line = line;
         targets(P, n, "after 'for'");
         if (!accept_name(P, "in")) pfail(P, "expected 'in' in 'for', found %s", tok_desc(P));
-        n->a = expr_nocond(P);
-        if (is_op(P, ",")) {   /* for x in a, b: a tuple */
-            nlist l = { 0 };
-            nl_push(P, &l, n->a, NULL);
-            while (accept_op(P, ",")) nl_push(P, &l, expr_nocond(P), NULL);
-            jnode *t = mk(P, N_TUPLE);
-            t->kids = l.v;
-            t->nkids = l.n;
-            n->a = t;
-        }
+        n->a = tuple_rest(P, expr_nocond(P), true);
         if (accept_name(P, "if")) n->b = expr_nocond(P);
         accept_name(P, "recursive");
         end_block(P, "for");
@@ -521,8 +534,8 @@ static jnode *statement(parser *P) {
         if (!strcmp(found, "else")) {
             next(P);
             end_block(P, "else");
-            static const char *const e2[] = { "endfor", NULL };
-            n->d = body(P, e2, &found);
+            n->d = until(P, "endfor");
+            return n;
         }
         next(P);
         end_block(P, "endfor");
@@ -534,16 +547,7 @@ static jnode *statement(parser *P) {
         targets(P, n, "after 'set'");
         if (n->nnames == 1 && accept_op(P, ".")) n->name = expect_ident(P, "after '.' in 'set'");
         if (accept_op(P, "=")) {
-            n->a = expr(P);
-            if (is_op(P, ",")) {   /* set a, b = 1, 2 */
-                nlist l = { 0 };
-                nl_push(P, &l, n->a, NULL);
-                while (accept_op(P, ",")) nl_push(P, &l, expr(P), NULL);
-                jnode *t = mk(P, N_TUPLE);
-                t->kids = l.v;
-                t->nkids = l.n;
-                n->a = t;
-            }
+            n->a = tuple_rest(P, expr(P), false);
             end_block(P, "set");
             return n;
         }
@@ -551,10 +555,7 @@ static jnode *statement(parser *P) {
         n->kind = N_SET_BLOCK;
         if (accept_op(P, "|")) n->b = filter_chain(P);
         end_block(P, "set");
-        static const char *const e[] = { "endset", NULL };
-        n->a = body(P, e, &found);
-        next(P);
-        end_block(P, "endset");
+        n->a = until(P, "endset");
         return n;
     }
     if (!strcmp(tag, "macro")) {
@@ -577,10 +578,7 @@ static jnode *statement(parser *P) {
         n->a = expr(P);
         if (n->a->kind != N_CALL) pfail(P, "'call' wants a macro call");
         end_block(P, "call");
-        static const char *const e[] = { "endcall", NULL };
-        n->b = body(P, e, &found);
-        next(P);
-        end_block(P, "endcall");
+        n->b = until(P, "endcall");
         return n;
     }
     if (!strcmp(tag, "filter")) {
@@ -588,19 +586,12 @@ static jnode *statement(parser *P) {
         n->line = line;
         n->a = filter_chain(P);
         end_block(P, "filter");
-        static const char *const e[] = { "endfilter", NULL };
-        n->b = body(P, e, &found);
-        next(P);
-        end_block(P, "endfilter");
+        n->b = until(P, "endfilter");
         return n;
     }
     if (!strcmp(tag, "generation")) {   /* transformers' assistant-mask marker: renders its body */
         end_block(P, tag);
-        static const char *const e[] = { "endgeneration", NULL };
-        n = body(P, e, &found);
-        next(P);
-        end_block(P, "endgeneration");
-        return n;
+        return until(P, "endgeneration");
     }
     if (!strcmp(tag, "break") || !strcmp(tag, "continue")) {
         n = mk(P, tag[0] == 'b' ? N_BREAK : N_CONTINUE);
@@ -638,16 +629,7 @@ static jnode *body(parser *P, const char *const *ends, const char **found) {
         } else if (t->k == TK_VAR_BEGIN) {
             next(P);
             jnode *x = mk(P, N_OUTPUT);
-            x->a = expr(P);
-            if (is_op(P, ",")) {
-                nlist tl = { 0 };
-                nl_push(P, &tl, x->a, NULL);
-                while (accept_op(P, ",")) nl_push(P, &tl, expr(P), NULL);
-                jnode *tu = mk(P, N_TUPLE);
-                tu->kids = tl.v;
-                tu->nkids = tl.n;
-                x->a = tu;
-            }
+            x->a = tuple_rest(P, expr(P), false);
             if (cur(P)->k != TK_VAR_END) pfail(P, "expected '}}' after an expression, found %s", tok_desc(P));
             next(P);
             nl_push(P, &l, x, NULL);
