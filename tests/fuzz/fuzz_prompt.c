@@ -60,6 +60,15 @@ bool http_body_too_large(const http_req *r) { (void)r; return false; }
 bool http_body_over_budget(const http_req *r) { (void)r; return false; }
 const char *http_framing_error(const http_req *r) { (void)r; return NULL; }
 void http_close_after(http_req *r) { (void)r; }
+/* router.c parses large bodies on libuv's workers: refused here, so it parses inline */
+int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work, uv_after_work_cb done) {
+    (void)loop; (void)req; (void)work; (void)done;
+    return -1;
+}
+char *http_take_body(http_req *r, size_t *len) { (void)r; *len = 0; return NULL; }
+void http_give_body(http_req *r, char *body, size_t len) { (void)r; (void)body; (void)len; }
+void http_defer(http_req *r) { (void)r; }
+void http_on_close(http_req *r, void (*fn)(void *arg), void *arg) { (void)r; (void)fn; (void)arg; }
 void http_set_route(http_req *r, const char *route) { (void)r; (void)route; }
 void http_add_header(http_req *r, const char *name, const char *value) { (void)r; (void)name; (void)value; }
 
