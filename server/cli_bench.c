@@ -6,7 +6,7 @@
 #include "server/cli_args.h"
 #include "engine/sched/generate.h"
 #include "runtime/pool.h"
-#include "engine/synth/synth_model.h"
+#include "engine/synth/demo_model.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include "server/utf8.h"
 #include "server/prompt.h"
 #include "engine/sched/engine.h"
-#include "engine/synth/synth_model.h"
+#include "engine/synth/demo_model.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
 #include "runtime/pool.h"

@@ -5,7 +5,7 @@
 #include "engine/sched/generate.h"
 #include "runtime/pool.h"
 #include "runtime/rss.h"
-#include "engine/synth/synth_model.h"
+#include "engine/synth/demo_model.h"
 #include "engine/text/tokenizer.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@ static double now_s(void) {
 static void usage(void) {
     fprintf(stderr,
         "usage: hearth run [-m MODEL.gguf] [-p TEXT] [-n N] [options]\n"
-        "  -m, --model PATH       GGUF model (default: the built-in demo model, which produces nonsense)\n"
+        "  -m, --model PATH       GGUF model (default: the built-in demo model, stories260K)\n"
         "  -p, --prompt TEXT      prompt (default \"Once upon a time\")\n"
         "  -n, --n-predict N      tokens to generate (default 128)\n"
         "  -c, --ctx-size N       context length (default 4096, at most the model's)\n"
@@ -55,8 +55,7 @@ int cmd_run(int argc, char **argv) {
     char err[512], demo[1024];
     if (!model_path) {
         if (demo_model_path(demo, sizeof demo, err, sizeof err)) { fprintf(stderr, "hearth: %s\n", err); return 1; }
-        fprintf(stderr, "hearth: no --model given: using the built-in demo model (random weights, "
-                        "it produces nonsense). Point -m at a real GGUF for real text.\n");
+        fprintf(stderr, "hearth: no --model given: using " DEMO_MODEL_NOTE "\n");
         model_path = demo;
     }
     kernels_select();

@@ -12,7 +12,7 @@
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
 #include "runtime/pool.h"
-#include "engine/synth/synth_model.h"
+#include "engine/synth/demo_model.h"
 #include "engine/text/tokenizer.h"
 #include <assert.h>
 #include <ctype.h>
@@ -254,8 +254,7 @@ int cmd_serve(int argc, char **argv) {
             fprintf(stderr, "hearth: %s\n", err);
             goto out;
         }
-        fprintf(stderr, "hearth: no --model given: serving the built-in demo model (random weights, "
-                        "it produces nonsense)\n");
+        fprintf(stderr, "hearth: no --model given: serving " DEMO_MODEL_NOTE "\n");
         s->o.model_path = st->demo_path;
     }
     s->created = (long)time(NULL);

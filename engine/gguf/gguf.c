@@ -6,6 +6,7 @@
 #include "kernels/formats.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <float.h>
 #include <math.h>
@@ -436,9 +437,51 @@ int gguf_open_memory(const void *buf, size_t size, gguf_file *out, char *err, si
     return 0;
 }
 
+/* ---- files built into the binary ------------------------------------------ */
+
+enum { N_BUILTIN = 4 };
+static struct { const char *name; const void *buf; size_t size; } builtin[N_BUILTIN];
+static pthread_mutex_t builtin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int gguf_register_builtin(const char *name, const void *buf, size_t size) {
+    int rc = -1;
+    pthread_mutex_lock(&builtin_lock);
+    for (int i = 0; i < N_BUILTIN; i++) {
+        if (builtin[i].name && strcmp(builtin[i].name, name) != 0) continue;
+        builtin[i].name = name;
+        builtin[i].buf = buf;
+        builtin[i].size = size;
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&builtin_lock);
+    return rc;
+}
+
+static bool find_builtin(const char *name, const void **buf, size_t *size) {
+    bool found = false;
+    pthread_mutex_lock(&builtin_lock);
+    for (int i = 0; i < N_BUILTIN && !found; i++) {
+        if (builtin[i].name && strcmp(builtin[i].name, name) == 0) {
+            *buf = builtin[i].buf;
+            *size = builtin[i].size;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&builtin_lock);
+    return found;
+}
+
 int gguf_open(const char *path, gguf_file *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     cursor c = {.err = err, .errlen = errlen};
+    size_t np = strlen(GGUF_BUILTIN_PREFIX);
+    if (strncmp(path, GGUF_BUILTIN_PREFIX, np) == 0) {
+        const void *buf;
+        size_t size;
+        if (!find_builtin(path + np, &buf, &size)) return fail(&c, "no built-in file '%s'", path + np);
+        return gguf_open_memory(buf, size, out, err, errlen);
+    }
     /* O_NONBLOCK: opening a FIFO must not wait for a writer (the check below refuses it) */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return fail(&c, "cannot open '%s': %s", path, strerror(errno));

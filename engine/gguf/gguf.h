@@ -55,6 +55,13 @@ typedef struct gguf_file {
 int gguf_open(const char *path, gguf_file *out, char *err, size_t errlen);
 /* Parse a buffer the caller keeps alive (tests, fuzzing). */
 int gguf_open_memory(const void *buf, size_t size, gguf_file *out, char *err, size_t errlen);
+
+/* Files built into the binary (the demo model): gguf_open on the path
+ * GGUF_BUILTIN_PREFIX name opens the buffer registered under name, which
+ * must live as long as the program. 0, or -1 when the (small) table is
+ * full; registering a name again replaces its buffer. */
+#define GGUF_BUILTIN_PREFIX ":builtin:/"
+int gguf_register_builtin(const char *name, const void *buf, size_t size);
 void gguf_close(gguf_file *g);
 
 const gguf_kv *gguf_find_kv(const gguf_file *g, const char *key);

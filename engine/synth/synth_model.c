@@ -5,13 +5,10 @@
 #include "engine/gguf/gguf_write.h"
 #include "engine/text/tokenizer.h"
 #include "kernels/formats.h"
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 void synth_spec_default(synth_spec *s) {
     memset(s, 0, sizeof *s);
@@ -25,8 +22,8 @@ void synth_spec_default(synth_spec *s) {
 
 int synth_spec_preset(synth_spec *s, const char *name) {
     synth_spec_default(s);
-    if (!strcmp(name, "tiny") || !strcmp(name, "demo")) {
-        s->name = !strcmp(name, "demo") ? "hearth demo (random weights: produces nonsense)" : "tiny";
+    if (!strcmp(name, "tiny")) {
+        s->name = "tiny";
         return 0;
     }
     if (!strcmp(name, "llama-1b")) {
@@ -264,35 +261,4 @@ int synth_model_write(const synth_spec *s, const char *path, char *err, size_t e
 fail:
     gguf_writer_free(w);
     return -1;
-}
-
-/* ---- the demo model --------------------------------------------------- */
-static int make_dirs(const char *dir) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) && errno != EEXIST ? -1 : 0;
-}
-
-int demo_model_path(char *buf, size_t cap, char *err, size_t errlen) {
-    char dir[900];
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/hearth", xdg);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/hearth", home);
-    else snprintf(dir, sizeof dir, "/tmp/hearth-cache");
-    if (make_dirs(dir)) { snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno)); return -1; }
-    snprintf(buf, cap, "%s/demo-v1.gguf", dir);
-    if (access(buf, R_OK) == 0) return 0;
-    synth_spec s;
-    synth_spec_preset(&s, "demo");
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", buf, (int)getpid());
-    if (synth_model_write(&s, tmp, err, errlen)) { unlink(tmp); return -1; }
-    if (rename(tmp, buf)) { snprintf(err, errlen, "cannot write %s: %s", buf, strerror(errno)); unlink(tmp); return -1; }
-    return 0;
 }

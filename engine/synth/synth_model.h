@@ -1,7 +1,7 @@
 /* The model writer: a GGUF of any supported architecture, shape and
  * format mix with random weights (deterministic from a seed), with a
  * vocabulary taken from a tokenizer.json, a vocab-only GGUF, or a small
- * built-in SentencePiece-style one. Tests, benchmarks and the demo use it. */
+ * built-in SentencePiece-style one. Tests and benchmarks use it. */
 #ifndef HEARTH_SYNTH_MODEL_H
 #define HEARTH_SYNTH_MODEL_H
 
@@ -27,13 +27,9 @@ typedef struct synth_spec {
 } synth_spec;
 
 void synth_spec_default(synth_spec *s);
-/* Shapes by name: "tiny", "llama-1b", "qwen2-0.5b", "demo"; 0 or -1 if unknown. */
+/* Shapes by name: "tiny", "llama-1b", "qwen2-0.5b"; 0 or -1 if unknown. */
 int synth_spec_preset(synth_spec *s, const char *name);
 
 int synth_model_write(const synth_spec *s, const char *path, char *err, size_t errlen);
-
-/* The built-in demo model (nonsense text, for trying hearth with nothing
- * downloaded): written once into the user's cache directory; its path in buf. */
-int demo_model_path(char *buf, size_t cap, char *err, size_t errlen);
 
 #endif

@@ -838,12 +838,30 @@ test('options: alias, CORS, JSON log, prompt cache', async () => {
   assert(existsSync(db), 'the prompt cache file exists');
 });
 
-test('no --model: the demo model', async () => {
-  const s = await startServer(['-c', '256'], null, { XDG_CACHE_HOME: path.join(TMP, 'cache') });
-  const r = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 });
+// English as the demo model writes it: mostly common words of its stories
+function looksEnglish(text) {
+  const words = text.toLowerCase().match(/[a-z']+/g) || [];
+  const common = new Set(['the', 'a', 'was', 'to', 'and', 'she', 'he', 'they', 'it', 'her', 'his', 'in', 'with',
+    'said', 'day', 'one', 'time', 'there', 'little', 'big', 'play', 'saw', 'of', 'had', 'wanted', 'very', 'happy']);
+  return words.length >= 8 && words.filter((w) => common.has(w)).length >= words.length / 5 &&
+    /^[\x20-\x7e\n]*$/.test(text);
+}
+
+test('no --model: the demo model speaks English', async () => {
+  const cache = path.join(TMP, 'cache');
+  const s = await startServer(['-c', '256'], null, { XDG_CACHE_HOME: cache });
+  const r = await post(s, '/v1/chat/completions', {
+    messages: [{ role: 'user', content: 'Tell me a story.' }], max_tokens: 60, temperature: 0 });
   eq(r.status, 200, 'chat with the demo model');
-  eq(r.json.usage.completion_tokens, 4, 'tokens');
-  assert(/demo model/.test(s.err), 'says it serves the demo model');
+  const text = r.json.choices[0].message.content;
+  assert(looksEnglish(text), `English text from the demo model: ${JSON.stringify(text)}`);
+  const c = await post(s, '/v1/completions', { prompt: 'Once upon a time', max_tokens: 20, temperature: 0 });
+  eq(c.status, 200, 'completion with the demo model');
+  assert(c.json.choices[0].text.startsWith(', there was a little girl named Lily.'), `the reference story: ${c.json.choices[0].text}`);
+  const m = await get(s, '/v1/models');
+  eq(m.json.data[0].id, 'stories260K', 'the demo model by name');
+  assert(/demo model stories260K/.test(s.err), 'says it serves the demo model');
+  assert(!existsSync(path.join(cache, 'hearth')), 'nothing written: the model loads from the binary');
   await stopClean(s);
 });
 
