@@ -1,6 +1,7 @@
 /* OpenAI answer shapes: chat.completion(.chunk) and text_completion,
  * whole or as SSE chunks (see fmt.h). */
 #include "server/fmt.h"
+#include "server/gen_group.h"
 #include "server/errors.h"
 #include "server/utf8.h"
 #include "engine/text/tokenizer.h"
@@ -22,12 +23,14 @@ void fmt_token_piece(const server *s, int32_t id, cJSON **text, cJSON **bytes) {
 }
 
 cJSON *fmt_usage(const gen *g) {
+    int prompt, completion, cached;   /* a group's sums (gen_group.h) */
+    gen_usage_counts(g, &prompt, &completion, &cached);
     cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "prompt_tokens", g->n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", g->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", g->n_prompt + g->n_gen);
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", completion);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + completion);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", g->n_cached);
+    cJSON_AddNumberToObject(d, "cached_tokens", cached);
     return u;
 }
 
@@ -89,7 +92,7 @@ static cJSON *chat_logprob(const gen *g, const job_event *ev) {
 cJSON *fmt_chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish) {
     cJSON *o = head(g, "chat.completion.chunk"), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", g->index);
     cJSON_AddItemToObject(c, "delta", delta);
     if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     else cJSON_AddNullToObject(c, "logprobs");
@@ -131,6 +134,7 @@ static void chat_finish(gen *g) {
     if (g->stream_started) {
         if (g->o.parse_chat && fmt_chat_parsed_end(g) > 0 && !strcmp(finish, "stop")) finish = "tool_calls";
         gen_sse_json(g, fmt_chat_chunk(g, cJSON_CreateObject(), NULL, finish));
+        if (!gen_stream_last(g)) return;   /* other choices still running */
         if (g->o.include_usage) {
             cJSON *o = head(g, "chat.completion.chunk");
             cJSON_AddArrayToObject(o, "choices");
@@ -144,7 +148,7 @@ static void chat_finish(gen *g) {
     }
     cJSON *o = head(g, "chat.completion"), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject(), *m = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", g->index);
     cJSON_AddStringToObject(m, "role", "assistant");
     if (!g->o.parse_chat) add_text(m, "content", g->text ? g->text : "", g->text_len);
     else if (fmt_chat_parsed_message(g, m) > 0 && !strcmp(finish, "stop")) finish = "tool_calls";
@@ -161,8 +165,7 @@ static void chat_finish(gen *g) {
     cJSON_AddItemToArray(choices, c);
     cJSON_AddItemToObject(o, "usage", fmt_usage(g));
     cJSON_AddItemToObject(o, "timings", fmt_timings(g));
-    respond_json(g->req, 200, o);
-    g->ended = true;
+    gen_answer(g, o);
 }
 
 const gen_fmt fmt_chat = { chat_start, chat_token, chat_finish };
@@ -200,7 +203,7 @@ static cJSON *cmpl_chunk(const gen *g, const char *text, size_t len, cJSON *logp
     cJSON *o = head(g, "text_completion"), *choices = cJSON_AddArrayToObject(o, "choices");
     cJSON *c = cJSON_CreateObject();
     add_text(c, "text", text, len);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", g->index);
     if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     else cJSON_AddNullToObject(c, "logprobs");
     add_finish(c, finish);
@@ -233,6 +236,7 @@ static void cmpl_finish(gen *g) {
     const char *finish = gen_finish_oai(g);
     if (g->stream_started) {
         gen_sse_json(g, cmpl_chunk(g, "", 0, NULL, finish));
+        if (!gen_stream_last(g)) return;   /* other choices still running */
         if (g->o.include_usage) {
             cJSON *o = head(g, "text_completion");
             cJSON_AddArrayToObject(o, "choices");
@@ -255,8 +259,7 @@ static void cmpl_finish(gen *g) {
     cJSON_DeleteItemFromObject(o, "usage");
     cJSON_AddItemToObject(o, "usage", fmt_usage(g));
     cJSON_AddItemToObject(o, "timings", fmt_timings(g));
-    respond_json(g->req, 200, o);
-    g->ended = true;
+    gen_answer(g, o);
 }
 
 const gen_fmt fmt_completion = { cmpl_start, cmpl_token, cmpl_finish };

@@ -1,5 +1,6 @@
 /* One generation request between HTTP and the engine (see gen.h). */
 #include "server/gen.h"
+#include "server/gen_group.h"
 #include "server/errors.h"
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ double srv_now_ms(void) { return (double)uv_hrtime() / 1e6; }
 
 /* ---- lifetime --------------------------------------------------------------- */
 static void gen_destroy(gen *g) {
+    if (g->grp) gen_group_release(g);
     server *s = g->s;
     if (g->prev) g->prev->next = g->next; else s->gens = g->next;
     if (g->next) g->next->prev = g->prev;
@@ -40,13 +42,14 @@ static void gen_destroy(gen *g) {
 }
 
 /* The HTTP request is over, or its client left. */
-static void on_req_closed(void *arg) {
-    gen *g = arg;
-    if (g->in_engine) http_set_tokens(g->req, g->n_prompt, g->n_gen);   /* the log counts what a cancel cut short */
+void gen_req_closed(gen *g) {
+    if (g->in_engine && !g->grp) gen_set_tokens(g);   /* the log counts what a cancel cut short */
     g->req = NULL;
     if (g->in_engine) engine_cancel(g->s->engine, g->job);   /* DONE comes by the next step */
     else gen_destroy(g);
 }
+
+static void on_req_closed(void *arg) { gen_req_closed(arg); }
 
 gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o) {
     gen *g = calloc(1, sizeof *g);
@@ -140,6 +143,7 @@ void gen_fail(gen *g, int status, const char *code, const char *msg) {
     if (!g->req || g->ended) return;
     api_error e = { .status = status, .code = code };
     snprintf(e.message, sizeof e.message, "%s", msg);
+    if (g->grp) { gen_group_fail(g, &e); return; }
     if (g->stream_started) {
         gen_sse_json(g, api_error_json(&e));
         gen_stream_end(g);
@@ -188,13 +192,19 @@ void gen_submit(gen *g, const int32_t *prompt, int n_prompt) {
         default:
             api_fail(&e, 500, NULL, NULL, "out of memory");
         }
-        api_error_respond(g->req, &e);
+        if (g->grp) gen_group_fail(g, &e);
+        else api_error_respond(g->req, &e);
         g->ended = true;
         return;
     }
     g->in_engine = true;
     g->n_prompt = n_prompt;
     gen_opts_free(&g->o);   /* the engine copied the logit bias */
+    if (g->grp && g->index > 0) {   /* the first member started the answer */
+        g->stream_started = g->o.stream;
+        if (g->stream_started && g->fmt->start) g->fmt->start(g);
+        return;
+    }
     if (g->o.stream) {
         http_stream_start(g->req, 200, "text/event-stream");
         g->stream_started = true;
@@ -300,7 +310,7 @@ static void on_done(gen *g, const job_event *ev, const char *stop_word) {
     s->metrics->generated_seconds += ev->t_gen_ms / 1e3;
     metrics_observe(&s->metrics->duration, (srv_now_ms() - g->t0) / 1e3);
     if (!g->req) return;
-    http_set_tokens(g->req, g->n_prompt, g->n_gen);
+    gen_set_tokens(g);
     bool normal = ev->finish == FINISH_STOP || ev->finish == FINISH_LENGTH || ev->finish == FINISH_TIMEOUT ||
                   (ev->finish == FINISH_CANCELLED && g->indent_stop);
     if (!normal) {
@@ -361,7 +371,7 @@ static void on_keepalive(uv_timer_t *t) {
     server *s = t->data;
     uint64_t now = uv_hrtime(), quiet = (uint64_t)(s->o.keepalive_s * 1e9);
     for (gen *g = s->gens; g; g = g->next)
-        if (g->req && g->stream_started && !g->ended && now - http_stream_last_write(g->req) >= quiet)
+        if (g->req && g->stream_started && !g->ended && g->index == 0 && now - http_stream_last_write(g->req) >= quiet)
             http_stream_write(g->req, ": keep-alive\n\n", 14);
 }
 

@@ -20,6 +20,9 @@
 
 typedef enum { GEN_CHAT, GEN_COMPLETION, GEN_LLAMA } gen_kind;
 
+#define GEN_MAX_CHOICES 16    /* OpenAI's n, per prompt */
+#define GEN_MAX_PROMPTS 32    /* /v1/completions: prompts in one request */
+
 typedef struct gen_opts {
     job_params jp;            /* jp.stop point into the request JSON (copied at submit) */
     logit_bias_entry *bias;   /* malloc'd; jp.sampling.logit_bias points here */
@@ -36,6 +39,8 @@ typedef struct gen_opts {
     tool_parse_opts tp;       /* its options (hold_calls is set for whole answers) */
     int32_t *dry_ids;         /* malloc'd when the request names its own DRY breakers */
     char ignored[160];        /* fields accepted but not acted on, for the X-Hearth-Ignored header */
+    int n_choices;            /* OpenAI's n: choices per prompt (gen_group.h) */
+    bool seed_given;          /* the request named its seed (choice k uses seed + k) */
 } gen_opts;
 
 void gen_opts_init(gen_opts *o);
@@ -88,6 +93,8 @@ struct gen {
     size_t n_hold, hold_cap;
     atomic_bool lost;         /* an event was lost (no memory) */
     struct ev_node *done_node;
+    struct gen_group *grp;    /* NULL: the request's only generation */
+    int index;                /* its choice index in the group */
     gen *next, *prev;
 };
 
@@ -97,6 +104,9 @@ gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_o
 /* Hands the prompt to the engine and starts the answer (the stream's
  * headers, or a deferred answer); on failure answers the error. */
 void gen_submit(gen *g, const int32_t *prompt, int n_prompt);
+
+/* The request is over (its client left, or it was answered): cancel or free. */
+void gen_req_closed(gen *g);
 
 /* Ends the answer with an error: an HTTP error, or an SSE error event. */
 void gen_fail(gen *g, int status, const char *code, const char *msg);

@@ -474,6 +474,7 @@ bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o,
     if (!jf_int(b, "repeat_last_n", -1, INT_MAX, &n, e) || !jf_int(b, "penalty_last_n", -1, INT_MAX, &n, e)) return false;
     sp->penalty_last_n = (int)n;
     if (!parse_seed(b, sp, e)) return false;
+    o->seed_given = jf_get(b, "seed") != NULL;
     if (!parse_llama_samplers(b, o, e) || !parse_dry(s, b, o, e) || !parse_ignored(b, o, e)) return false;
     if (!parse_samplers(b, o, e)) return false;
 
@@ -487,8 +488,11 @@ bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o,
         return false;
     o->jp.t_max_predict_ms = d;
     n = 1;
-    if (!jf_int(b, "n", 1, 1, &n, e)) return api_fail(e, 400, "n", "unsupported_value", "'n' must be 1: hearth returns one choice per request");
-    if (!jf_int(b, "best_of", 1, 1, &n, e)) return api_fail(e, 400, "best_of", "unsupported_value", "'best_of' must be 1");
+    if (kind != GEN_LLAMA && !jf_int(b, "n", 1, GEN_MAX_CHOICES, &n, e)) return false;
+    o->n_choices = (int)n;
+    long long best = n;   /* best_of: only as many as are returned (no ranking) */
+    if (!jf_int(b, "best_of", 1, GEN_MAX_CHOICES, &best, e)) return false;
+    if (best != n && best != 1) return api_fail(e, 400, "best_of", "unsupported_value", "'best_of' must be 1 or equal 'n'");
     if (!parse_length(s, b, kind, o, e)) return false;
     if (!parse_stop(b, o, e)) return false;
     if (!parse_logit_bias(s, b, o, e)) return false;

@@ -2,6 +2,7 @@
 #include "server/routes.h"
 #include "server/fmt.h"
 #include "server/gen.h"
+#include "server/gen_group.h"
 #include "server/prompt.h"
 #include "server/request_json.h"
 #include "server/reasoning.h"
@@ -10,17 +11,75 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parse, check, and hand the prompt to a new generation. */
-static void start(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o,
-                  int32_t *ids, int n, char *echo) {
-    gen *g = gen_create(s, r, kind, fmt, o);
-    if (g) {
-        g->echo = echo;
-        echo = NULL;
-        gen_submit(g, ids, n);
+/* A copy of o for one more choice: its own logit bias and DRY breakers. */
+static bool opts_dup(const gen_opts *o, gen_opts *c) {
+    *c = *o;
+    c->bias = NULL;
+    c->dry_ids = NULL;
+    int nb = o->jp.sampling.n_logit_bias, nd = o->jp.sampling.n_dry_breakers;
+    if (o->bias && nb > 0) {
+        if (!(c->bias = malloc(sizeof *c->bias * (size_t)nb))) return false;
+        memcpy(c->bias, o->bias, sizeof *c->bias * (size_t)nb);
+        c->jp.sampling.logit_bias = c->bias;
     }
-    free(echo);
-    free(ids);
+    if (o->dry_ids && nd > 0) {
+        if (!(c->dry_ids = malloc(sizeof *c->dry_ids * (size_t)nd))) { free(c->bias); return false; }
+        memcpy(c->dry_ids, o->dry_ids, sizeof *c->dry_ids * (size_t)nd);
+        c->jp.sampling.dry_breakers = c->dry_ids;
+    }
+    return true;
+}
+
+/* One generation per prompt and choice (OpenAI's order: prompt by prompt,
+ * its n choices together; choice k of a prompt samples with seed + k).
+ * Takes over o, and ids[i] / echo[i] stay the caller's. */
+static void start(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o,
+                  int n_prompts, int32_t *const *ids, const int *lens, char *const *echo) {
+    int per = o->n_choices > 1 ? o->n_choices : 1, total = n_prompts * per;
+    gen_group *grp = total > 1 ? gen_group_new(s, r, total) : NULL;
+    gen **m = calloc((size_t)total, sizeof *m);
+    if ((total > 1 && !grp) || !m) {
+        free(m);
+        if (grp) gen_group_abort(grp, true);
+        else respond_error(r, 500, NULL, NULL, "out of memory");
+        gen_opts_free(o);
+        return;
+    }
+    for (int i = 0; i < total; i++) {
+        bool last = i + 1 == total;   /* the last choice takes o itself */
+        gen_opts c;
+        bool ok = last ? (c = *o, true) : opts_dup(o, &c);
+        const char *src = echo[i / per];
+        char *e = ok && src ? strdup(src) : NULL;
+        if (!ok || (src && !e)) {   /* out of memory before a gen took c */
+            if (ok) gen_opts_free(&c);
+            goto oom;
+        }
+        c.jp.sampling.seed = o->jp.sampling.seed + (uint64_t)(i % per);
+        gen *g = gen_create(s, r, kind, fmt, &c);   /* on failure it answered 500 and freed c */
+        if (!g) {
+            free(e);
+            if (!last) gen_opts_free(o);
+            if (grp) gen_group_abort(grp, false);
+            free(m);
+            return;
+        }
+        g->echo = e;
+        if (grp) gen_group_add(grp, g, i, i % per > 0);
+        m[i] = g;
+        continue;
+    oom:
+        if (!last) gen_opts_free(o);
+        if (grp) gen_group_abort(grp, true);
+        else respond_error(r, 500, NULL, NULL, "out of memory");
+        free(m);
+        return;
+    }
+    for (int i = 0; i < total; i++) {
+        gen_submit(m[i], ids[i / per], lens[i / per]);
+        if (m[i]->ended) break;   /* it failed: the answer is the error; the rest are not run */
+    }
+    free(m);
 }
 
 /* How the answer is read back: tool calls in the model's format when tools
@@ -92,7 +151,9 @@ void route_chat(server *s, http_req *r, const cJSON *body) {
     free(text);
     if (n < 0 || !prompt_fits(s, n, "messages", &e)) goto fail;
     chat_tools_free(&t);
-    start(s, r, GEN_CHAT, &fmt_chat, &o, ids, n, NULL);
+    char *no_echo = NULL;
+    start(s, r, GEN_CHAT, &fmt_chat, &o, 1, &ids, &n, &no_echo);
+    free(ids);
     return;
 fail:
     chat_tools_free(&t);
@@ -101,36 +162,62 @@ fail:
     api_error_respond(r, &e);
 }
 
+/* A list of prompts: texts, or token-id lists, more than one. */
+static bool prompt_list(const cJSON *p) {
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) < 2) return false;
+    bool texts = true, lists = true;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, p) {
+        texts &= cJSON_IsString(it);
+        lists &= cJSON_IsArray(it);
+    }
+    return texts || lists;
+}
+
 void route_completions(server *s, http_req *r, const cJSON *body) {
     api_error e;
     gen_opts o;
     gen_opts_init(&o);
-    int32_t *ids = NULL;
-    char *echo = NULL;
-    int n = -1;
+    int32_t *ids[GEN_MAX_PROMPTS] = { 0 };
+    char *echo[GEN_MAX_PROMPTS] = { 0 };
+    int lens[GEN_MAX_PROMPTS] = { 0 }, np = 1;
     const char *suffix = NULL;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
     if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_COMPLETION, &o, &e) ||
         !jf_str(body, "suffix", &suffix, &e))
         goto fail;
     if (suffix && *suffix) {   /* fill in the middle: the prompt is the text before */
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
         if (p && !cJSON_IsString(p)) {
             api_fail(&e, 400, "prompt", "invalid_type", "with 'suffix', 'prompt' must be a string");
             goto fail;
         }
         fim_input in = { .prefix = p ? p->valuestring : "", .suffix = suffix, .param = "suffix" };
         bool cut;
-        n = prompt_fim(s, &in, &ids, &cut, &e);
-        if (n >= 0 && o.echo && !(echo = strdup(in.prefix))) { api_fail(&e, 500, NULL, NULL, "out of memory"); goto fail; }
+        lens[0] = prompt_fim(s, &in, &ids[0], &cut, &e);
+        if (lens[0] >= 0 && o.echo && !(echo[0] = strdup(in.prefix))) { api_fail(&e, 500, NULL, NULL, "out of memory"); goto fail; }
+        if (lens[0] < 0 || !prompt_fits(s, lens[0], "prompt", &e)) goto fail;
+    } else if (prompt_list(p)) {   /* one choice (or n) per prompt, in order */
+        np = cJSON_GetArraySize(p);
+        if (np > GEN_MAX_PROMPTS || np * (o.n_choices > 1 ? o.n_choices : 1) > GEN_MAX_PROMPTS) {
+            api_fail(&e, 400, "prompt", "invalid_value", "at most %d prompts times 'n' in one request", GEN_MAX_PROMPTS);
+            goto fail;
+        }
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, p) {
+            lens[i] = prompt_from_field(s, it, true, &ids[i], o.echo ? &echo[i] : NULL, &e);
+            if (lens[i] < 0 || !prompt_fits(s, lens[i], "prompt", &e)) goto fail;
+            i++;
+        }
     } else {
-        n = prompt_from_field(s, cJSON_GetObjectItemCaseSensitive(body, "prompt"), true, &ids, o.echo ? &echo : NULL, &e);
+        lens[0] = prompt_from_field(s, p, true, &ids[0], o.echo ? &echo[0] : NULL, &e);
+        if (lens[0] < 0 || !prompt_fits(s, lens[0], "prompt", &e)) goto fail;
     }
-    if (n < 0 || !prompt_fits(s, n, "prompt", &e)) goto fail;
-    start(s, r, GEN_COMPLETION, &fmt_completion, &o, ids, n, echo);
+    start(s, r, GEN_COMPLETION, &fmt_completion, &o, np, ids, lens, echo);
+    for (int i = 0; i < np; i++) { free(ids[i]); free(echo[i]); }
     return;
 fail:
-    free(ids);
-    free(echo);
+    for (int i = 0; i < GEN_MAX_PROMPTS; i++) { free(ids[i]); free(echo[i]); }
     gen_opts_free(&o);
     api_error_respond(r, &e);
 }

@@ -26,7 +26,7 @@ const SDK_HEADERS = 'authorization,content-type,x-stainless-arch,x-stainless-lan
 
 export function register(h) {
   const { test, assert, eq, post, get, curl, sse, dataJson, assertError, stories, startServer, stopClean, QWEN3,
-    waitFor, slots, slowModel, longPrompt, rawRequest } = h;
+    waitFor, slots, slowModel, longPrompt, rawRequest, OpenAI } = h;
   let fim = null;   // a model with fill-in-the-middle tokens, for /infill
   const fimServer = async () => {
     if (!fim || fim.exited) fim = await startServer(['-np', '1', '-c', '2048'], QWEN3);
@@ -185,9 +185,68 @@ export function register(h) {
       c.sock.destroy();
       await waitFor(async () => !(await slots(s))[0].is_processing, 10000, 'slot free');
     }
+    // a client that leaves n = 2 choices (one running, one queued) cancels both
+    const g = rawRequest(s.port, 'POST', '/v1/completions', { prompt: longPrompt(20), n: 2, max_tokens: 6000, stream: true, ignore_eos: true });
+    await waitFor(async () => (await slots(s))[0].n_decoded > 3, 20000, 'decoding n=2');
+    g.sock.destroy();
+    await waitFor(async () => !(await slots(s))[0].is_processing, 10000, 'slot free after n=2');
     const lines = s.err.split('\n').filter((l) => / POST \/completion 499 /.test(l));
     eq(lines.length, 2, `two 499 lines in: ${s.err.slice(-600)}`);
     for (const l of lines) assert(/ gen=([1-9]\d*) /.test(l), `tokens generated before the cancel counted: ${l}`);
     await stopClean(s);
+  });
+
+  test('compat: n > 1, prompt lists and streamed legacy logprobs through the openai client', async () => {
+    if (!OpenAI) return 'skip';
+    const s = await stories();
+    const client = new OpenAI({ baseURL: `${s.base}/v1`, apiKey: 'none', maxRetries: 0 });
+    const msgs = [{ role: 'user', content: 'Tell me a story' }];
+    // n = 2: two choices, in order; choice k samples with seed + k
+    const two = await client.chat.completions.create({ model: 'stories260K', messages: msgs, n: 2, seed: 5, max_tokens: 12, temperature: 1 });
+    eq(two.choices.map((c) => c.index), [0, 1], 'chat n=2: indexes');
+    const one = async (seed) => (await client.chat.completions.create({ model: 'stories260K', messages: msgs, seed, max_tokens: 12, temperature: 1 })).choices[0].message.content;
+    eq(two.choices[0].message.content, await one(5), 'choice 0 = seed 5 alone');
+    eq(two.choices[1].message.content, await one(6), 'choice 1 = seed 6 alone');
+    const single = await client.chat.completions.create({ model: 'stories260K', messages: msgs, max_tokens: 12 });
+    eq(two.usage.prompt_tokens, single.usage.prompt_tokens, 'the prompt counts once');
+    eq(two.usage.completion_tokens, two.choices.length && two.usage.total_tokens - two.usage.prompt_tokens, 'completion tokens summed');
+    // streamed n = 2: each index's deltas add up to the whole answer's choice
+    const st = await client.chat.completions.create({ model: 'stories260K', messages: msgs, n: 2, seed: 5, max_tokens: 12, temperature: 1, stream: true, stream_options: { include_usage: true } });
+    const got = ['', ''], fin = [null, null];
+    let usage = null;
+    for await (const ch of st) {
+      for (const c of ch.choices) { got[c.index] += c.delta.content || ''; if (c.finish_reason) fin[c.index] = c.finish_reason; }
+      if (ch.usage) usage = ch.usage;
+    }
+    eq(got, two.choices.map((c) => c.message.content), 'streamed n=2 == whole');
+    assert(fin.every((f) => f), 'each choice finished');
+    eq(usage && usage.completion_tokens, two.usage.completion_tokens, 'streamed usage summed');
+    // a list of prompts: one choice per prompt, index in order, each as it would be alone
+    const prompts = ['Once upon a time', 'The little dog', 'Lily went'];
+    const list = await client.completions.create({ model: 'stories260K', prompt: prompts, max_tokens: 8, temperature: 0 });
+    eq(list.choices.map((c) => c.index), [0, 1, 2], 'prompt list: indexes');
+    for (let i = 0; i < prompts.length; i++) {
+      const alone = await client.completions.create({ model: 'stories260K', prompt: prompts[i], max_tokens: 8, temperature: 0 });
+      eq(list.choices[i].text, alone.choices[0].text, `prompt ${i} as alone`);
+    }
+    const ids = await client.completions.create({ model: 'stories260K', prompt: [[1, 300, 200], [1, 450]], max_tokens: 4, temperature: 0, n: 2 });
+    eq(ids.choices.map((c) => c.index), [0, 1, 2, 3], 'token lists x n=2: prompt by prompt');
+    // logprobs on the legacy endpoint in stream mode
+    const ls = await client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 6, temperature: 0, logprobs: 2, stream: true });
+    let n = 0, text = '';
+    for await (const ch of ls) {
+      const c = ch.choices[0];
+      if (!c || !c.logprobs) continue;
+      n += c.logprobs.tokens.length;
+      text += c.text;
+      eq(c.logprobs.tokens.length, c.logprobs.token_logprobs.length, 'tokens and logprobs');
+      assert(c.logprobs.top_logprobs.every((t) => Object.keys(t).length === 2), 'two alternatives each');
+    }
+    eq(n, 6, 'a logprob per streamed token');
+    const whole = await client.completions.create({ model: 'stories260K', prompt: 'Once upon a time', max_tokens: 6, temperature: 0, logprobs: 2 });
+    eq(text, whole.choices[0].text, 'streamed == whole');
+    eq(whole.choices[0].logprobs.tokens.length, 6, 'whole logprobs');
+    assertError(await post(s, '/v1/chat/completions', { messages: msgs, n: 17 }), 400, 'n', 'n above the cap');
+    assertError(await post(s, '/v1/completions', { prompt: Array(33).fill('x') }), 400, 'prompt', 'too many prompts');
   });
 }

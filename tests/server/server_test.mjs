@@ -233,7 +233,7 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
     [{ messages: msg, max_tokens: 0 }, 'max_tokens'],
     [{ messages: msg, max_tokens: 1000000000 }, 'max_tokens'],
     [{ messages: msg, max_completion_tokens: 100000 }, 'max_completion_tokens'],
-    [{ messages: msg, n: 2 }, 'n'],
+    [{ messages: msg, n: 17 }, 'n'],
     [{ messages: msg, stop: [1, 2] }, 'stop'],
     [{ messages: msg, stop: Array(257).fill('x') }, 'stop'],
     [{ messages: msg, seed: 'x' }, 'seed'],
@@ -275,7 +275,7 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
     [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }, 'messages[0].content[0]'],
   ];
   for (const [body, param] of cases) assertError(await post(s, '/v1/chat/completions', body), 400, param, JSON.stringify(body).slice(0, 80));
-  assertError(await post(s, '/v1/completions', { prompt: [[1, 2], [3, 4]] }), 400, 'prompt', 'batch prompt');
+  eq((await post(s, '/v1/completions', { prompt: [[1, 2], [3, 4]], max_tokens: 2 })).json.choices.length, 2, 'a list of prompts');
   assertError(await post(s, '/v1/completions', { prompt: [1, 99999] }), 400, 'prompt', 'token out of range');
   assertError(await post(s, '/v1/completions', { prompt: 'x', echo: true, logprobs: 1 }), 400, 'echo', 'echo+logprobs');
   assertError(await post(s, '/completion', { prompt: 'x', n_probs: 'a' }), 400, 'n_probs', 'n_probs type');
@@ -524,7 +524,7 @@ test('openai client: chat, completions, streams, errors', async () => {
   };
   await expectErr(client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'x' }], temperature: 'hot' }), OpenAI.BadRequestError, 400, 'temperature');
   await expectErr(client.chat.completions.create({ model: 'gpt-unknown', messages: [{ role: 'user', content: 'x' }] }), OpenAI.NotFoundError, 404, 'model');
-  await expectErr(client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'x' }], n: 3 }), OpenAI.BadRequestError, 400, 'n');
+  await expectErr(client.chat.completions.create({ model: 'stories260K', messages: [{ role: 'user', content: 'x' }], n: 17 }), OpenAI.BadRequestError, 400, 'n');
   await expectErr(client.completions.create({ model: 'stories260K', prompt: 'x'.repeat(3000) }), OpenAI.BadRequestError, 400, 'prompt');
   await expectErr(client.models.retrieve('nope'), OpenAI.NotFoundError, 404);
   const models = await client.models.list();
