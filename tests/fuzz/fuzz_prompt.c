@@ -26,6 +26,7 @@
 #include "engine/model/model.h"
 #include "server/fmt.h"
 #include "server/gen.h"
+#include "server/gen_group.h"
 #include "server/routes.h"
 #include "server/model_set.h"
 #include "server/request_json.h"
@@ -43,9 +44,12 @@ struct http_req {
     int n_answers;
     int status;
     char *answer;             /* the body answered (copied) */
-    gen *g;                   /* the generation submitted */
+    gen *g;                   /* the generation submitted (a group's first member) */
     int32_t *ids;             /* its prompt (copied) */
     int n_ids;
+    bool group;               /* n > 1 or a list of prompts: several members */
+    gen **more;               /* the group's other members */
+    int n_more;
 };
 
 const char *http_method(const http_req *r) { (void)r; return "POST"; }
@@ -92,7 +96,7 @@ uint64_t uv_hrtime(void) {   /* request_json.c seeds requests without a seed fro
 }
 gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o) {
     const gen_fmt *want = kind == GEN_CHAT ? &fmt_chat : kind == GEN_COMPLETION ? &fmt_completion : &fmt_llama;
-    if (r->n_answers || r->g || fmt != want) {
+    if (r->n_answers || (r->g && !r->group) || fmt != want) {
         fprintf(stderr, "%s: gen_create after an answer, twice, or with another kind's format\n", r->path);
         abort();
     }
@@ -104,12 +108,25 @@ gen *gen_create(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_o
     g->o = *o;   /* takes over o, as gen.c does */
     g->o.response_fields = NULL;
     g->response_fields = o->response_fields ? cJSON_Duplicate(o->response_fields, true) : NULL;
-    r->g = g;
+    if (!r->g) {
+        r->g = g;
+    } else {
+        gen **m = realloc(r->more, sizeof *m * (size_t)(r->n_more + 1));
+        if (!m) abort();
+        r->more = m;
+        r->more[r->n_more++] = g;
+    }
     return g;
 }
 
 void gen_submit(gen *g, const int32_t *prompt, int n_prompt) {
     http_req *r = g->req;
+    if (g != r->g) {   /* a later member of a group: its prompt must fit and stay in the vocabulary */
+        if (n_prompt <= 0 || n_prompt >= g->s->n_ctx) { fprintf(stderr, "%s: a member's prompt of %d tokens\n", r->path, n_prompt); abort(); }
+        for (int i = 0; i < n_prompt; i++)
+            if (prompt[i] < 0 || prompt[i] >= g->s->model->p.n_vocab) { fprintf(stderr, "%s: a member's id outside the vocabulary\n", r->path); abort(); }
+        return;
+    }
     if (r->ids || n_prompt < 0) { fprintf(stderr, "%s: gen_submit twice or with %d tokens\n", r->path, n_prompt); abort(); }
     r->ids = malloc(sizeof *prompt * (size_t)(n_prompt ? n_prompt : 1));
     if (n_prompt) memcpy(r->ids, prompt, sizeof *prompt * (size_t)n_prompt);
@@ -125,6 +142,28 @@ static void gen_free(gen *g) {
     free(g);
 }
 
+/* gen_group.c's, for what a route does before any member runs */
+gen_group *gen_group_new(server *s, http_req *r, int n) {
+    (void)s;
+    if (n < 2 || r->group || r->g) { fprintf(stderr, "%s: a group of %d\n", r->path, n); abort(); }
+    r->group = true;
+    return (gen_group *)r;
+}
+void gen_group_add(gen_group *grp, gen *g, int index, bool shares_prompt) {
+    (void)grp; (void)g; (void)index; (void)shares_prompt;
+}
+void gen_group_abort(gen_group *grp, bool respond) {
+    http_req *r = (http_req *)grp;
+    if (r->g) gen_free(r->g);
+    for (int i = 0; i < r->n_more; i++) gen_free(r->more[i]);
+    free(r->more);
+    r->g = NULL;
+    r->more = NULL;
+    r->n_more = 0;
+    static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    if (respond) http_respond(r, 500, "application/json", oom, sizeof oom - 1);
+}
+
 /* Reached only from a running generation (fmt_*.c's answers) or GET routes. */
 static void never(const char *what) {
     fprintf(stderr, "fuzz: %s called\n", what);
@@ -134,6 +173,11 @@ void gen_fail(gen *g, int status, const char *code, const char *msg) { (void)g; 
 void gen_sse_json(gen *g, cJSON *o) { (void)g; (void)o; never("gen_sse_json"); }
 void gen_sse_raw(gen *g, const char *data) { (void)g; (void)data; never("gen_sse_raw"); }
 void gen_stream_end(gen *g) { (void)g; never("gen_stream_end"); }
+void gen_answer(gen *g, cJSON *o) { (void)g; cJSON_Delete(o); never("gen_answer"); }
+bool gen_stream_last(gen *g) { (void)g; never("gen_stream_last"); return true; }
+void gen_usage_counts(const gen *g, int *prompt, int *completion, int *cached) {
+    (void)g; *prompt = *completion = *cached = 0; never("gen_usage_counts");
+}
 const char *gen_finish_oai(const gen *g) { (void)g; never("gen_finish_oai"); return ""; }
 const char *gen_stop_type(const gen *g) { (void)g; never("gen_stop_type"); return ""; }
 #define GET_ROUTE(name) \
@@ -339,6 +383,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r.g) check_submitted(&r, body);
         else check_answer(&r, body);
         if (r.g) gen_free(r.g);
+        for (int k = 0; k < r.n_more; k++) gen_free(r.more[k]);
+        free(r.more);
         free(r.ids);
         free(r.answer);
     }
