@@ -177,11 +177,11 @@ static void check_invariants(const model *m, const char *name, hpool *pool) {
         tok[2 * i + 1] = toks[i]; pos[2 * i + 1] = i; slot[2 * i + 1] = 1;
     }
     want[2 * n - 1] = 1;
-    fwd_batch batch = { 2 * n, tok, pos, slot, want };
+    fwd_batch batch = { 2 * n, tok, pos, slot, want, NULL, NULL };
     CHECK(m->backend->run(bs, &batch, b) == 0);
     CHECKF(!memcmp(a, b, sizeof(float) * n_vocab), "%s: batched beside another slot differs from alone", name);
     /* and a planted control: a different sequence gives different logits */
-    fwd_batch solo = { 1, &other[n - 1], &pos[2 * n - 2], &slot[0], want + 2 * n - 1 };
+    fwd_batch solo = { 1, &other[n - 1], &pos[2 * n - 2], &slot[0], want + 2 * n - 1, NULL, NULL };
     CHECK(m->backend->run(bs, &solo, b) == 0);
     CHECKF(memcmp(a, b, sizeof(float) * n_vocab) != 0, "%s: control: other sequence should differ", name);
     m->backend->destroy(bs);
@@ -218,7 +218,7 @@ static bool feed(const model *m, backend_state *bs, const int32_t *toks, int at,
     for (int done = at; done < n;) {
         int c = n - done < 64 ? n - done : 64;
         for (int i = 0; i < c; i++) { pos[i] = done + i; want[i] = done + i == n - 1; }
-        fwd_batch b = { c, toks + done, pos, slot, want };
+        fwd_batch b = { c, toks + done, pos, slot, want, NULL, NULL };
         if (m->backend->run(bs, &b, out)) return false;
         done += c;
     }

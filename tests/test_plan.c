@@ -148,7 +148,7 @@ static void check_kv(const model *m, hpool *pool) {
     int32_t tok = 5, pos = 3, slot = 1;
     uint8_t want = 1;
     float *logits = malloc(sizeof(float) * (size_t)m->p.n_vocab);
-    fwd_batch b = { 1, &tok, &pos, &slot, &want };
+    fwd_batch b = { 1, &tok, &pos, &slot, &want, NULL, NULL };
     CHECK(m->backend->run(bs, &b, logits) == 0);
     for (int l = 0; l < kv->n_layer; l++) {
         const uint16_t *k = kv_k_head(kv, l, 1, 0, 3), *before = kv_k_head(kv, l, 1, 0, 2);
@@ -158,7 +158,7 @@ static void check_kv(const model *m, hpool *pool) {
     }
     /* a bad batch runs nothing */
     int32_t bad_pos = 16;
-    fwd_batch bad = { 1, &tok, &bad_pos, &slot, &want };
+    fwd_batch bad = { 1, &tok, &bad_pos, &slot, &want, NULL, NULL };
     CHECK(m->backend->run(bs, &bad, logits) == -1);
     free(logits);
     m->backend->destroy(bs);

@@ -230,6 +230,8 @@ static void add_into(backend_state *s, const plan_step *st, int n) {
 
 static void step_logits(backend_state *s, const plan_step *st, const fwd_batch *b, float *logits) {
     int E = st->in_w, n_out = 0;
+    for (int i = 0, k = 0; b->want_embd && i < b->n; i++)   /* embeddings: the normed state itself */
+        if (b->want_embd[i]) s->kt->rmsnorm(b->embd + (size_t)k++ * E, row(s, st->in, E, i), st->vec, E, st->eps);
     for (int i = 0; i < b->n; i++) {
         if (!b->want_logits || !b->want_logits[i]) continue;
         s->kt->rmsnorm(row(s, st->out[0], E, n_out), row(s, st->in, E, i), st->vec, E, st->eps);

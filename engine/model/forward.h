@@ -21,6 +21,8 @@ typedef struct fwd_batch {
     int n;
     const int32_t *token, *pos, *slot;
     const uint8_t *want_logits;
+    const uint8_t *want_embd; /* rows whose final hidden state (after output_norm) is wanted, or NULL */
+    float *embd;              /* n_embd floats per such row, in batch order (embeddings) */
 } fwd_batch;
 
 #endif

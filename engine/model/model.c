@@ -252,6 +252,8 @@ static void read_params(loader *L) {
         if (p->n_layer == 62) p->attn_scale = 1.0f / sqrtf((float)(p->n_embd / p->n_head));
     }
     p->attn_scale = arch_f32(L, "attention.scale", p->attn_scale);
+    p->pooling = arch_u32(L, "pooling_type", 3);
+    if (p->pooling < 1 || p->pooling > 3) p->pooling = 3;   /* none / rank: last token, as a decoder's */
     if (p->rope_base_swa <= 0 || p->rope_attn_factor <= 0 || p->attn_scale <= 0 || p->final_softcap < 0)
         fail(L, "metadata: rope.freq_base_swa, rope.scaling.attn_factor, attention.scale and "
                 "final_logit_softcapping must be positive");

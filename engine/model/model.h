@@ -45,6 +45,8 @@ typedef struct model_params {
     float rope_attn_factor;   /* rope cos and sin times this (phi3 longrope rope.scaling.attn_factor), else 1 */
     int n_ctx_orig;           /* longrope: short factors for contexts up to this, long ones beyond */
     float final_softcap;      /* logits = cap * tanh(logits / cap) when > 0 (final_logit_softcapping) */
+    int pooling;              /* embeddings: the GGUF's pooling_type (1 mean, 2 cls, 3 last), else 3:
+                                 last token, as for decoder models (not a step of the plan) */
 } model_params;
 
 typedef struct layer_weights {

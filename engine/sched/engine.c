@@ -22,6 +22,7 @@
 #include "engine/text/stop_text.h"
 #include "engine/text/tokenizer.h"
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -94,6 +95,7 @@ typedef struct slot {
     int n_stored;             /* prompt blocks handed to the cache (or found there) */
     block_key store_key;      /* the key of block n_stored - 1 */
     int64_t stamp;            /* the job's use stamp in the cache (LRU) */
+    float *embd;              /* n_embd: an embedding job's pooled sum or row */
 } slot;
 
 struct engine {
@@ -112,6 +114,8 @@ struct engine {
     int32_t *b_tok, *b_pos, *b_slot;
     uint8_t *b_want;
     int *b_row_slot;          /* which slot each logits row belongs to */
+    uint8_t *b_want_embd;     /* rows whose hidden state an embedding job pools */
+    float *b_embd;            /* their states, n_embd each, in batch order */
 
     pthread_t thread;
     pthread_mutex_t mu;
@@ -349,6 +353,40 @@ static int slot_admit(engine *e, slot *sl) {
     return 0;
 }
 
+/* ---- embedding jobs --------------------------------------------------------- */
+/* The hidden states of this step's embedding rows go into their slots (a
+ * mean's sum in position order, whatever the chunks: the same bits alone or
+ * batched); a slot whose prompt is done gets its pooled, L2-normalized
+ * embedding in its DONE event. */
+static void embed_rows(engine *e, const fwd_batch *b) {
+    int E = e->m->p.n_embd;
+    for (int i = 0, k = 0; i < b->n; i++) {
+        if (!b->want_embd[i]) continue;
+        slot *sl = &e->slots[b->slot[i]];
+        const float *row = b->embd + (size_t)k++ * E;
+        if (sl->job->params.embed != EMBED_MEAN || b->pos[i] == 0) memcpy(sl->embd, row, sizeof(float) * (size_t)E);
+        else for (int d = 0; d < E; d++) sl->embd[d] += row[d];
+    }
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state != SLOT_PREFILL || sl->job->params.embed == EMBED_OFF || sl->n_prefilled < sl->job->n_prompt)
+            continue;
+        job *j = sl->job;
+        if (j->params.embed == EMBED_MEAN)
+            for (int d = 0; d < E; d++) sl->embd[d] /= (float)j->n_prompt;
+        double ss = 0;
+        for (int d = 0; d < E; d++) ss += (double)sl->embd[d] * sl->embd[d];
+        float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+        for (int d = 0; d < E; d++) sl->embd[d] *= inv;
+        job_event ev = { .type = JOB_EV_DONE, .slot = sl->id, .finish = FINISH_STOP, .text = "",
+                         .embedding = sl->embd, .n_embd = E };
+        ev.n_prompt = j->n_prompt; ev.n_cached = sl->n_cached;
+        ev.t_prompt_ms = now_ms() - sl->t_start;
+        emit(j, &ev);
+        slot_release(e, sl);
+    }
+}
+
 /* ---- the step ------------------------------------------------------------- */
 /* End cancelled jobs, admit queued ones. Callbacks run after the lock is dropped. */
 static void schedule(engine *e) {
@@ -433,6 +471,7 @@ static int pack_batch(engine *e, int *n_rows) {
         e->b_pos[n] = sl->n_past;
         e->b_slot[n] = s;
         e->b_want[n] = 1;
+        e->b_want_embd[n] = 0;
         e->b_row_slot[rows++] = s;
         n++;
     }
@@ -461,7 +500,10 @@ static int pack_batch(engine *e, int *n_rows) {
             e->b_tok[n] = old->job->prompt[p];
             e->b_pos[n] = p;
             e->b_slot[n] = old->id;
-            e->b_want[n] = p == old->job->n_prompt - 1;
+            embed_pooling pool = old->job->params.embed;
+            bool last = p == old->job->n_prompt - 1;
+            e->b_want[n] = last && pool == EMBED_OFF;
+            e->b_want_embd[n] = pool == EMBED_MEAN || (pool == EMBED_CLS && p == 0) || (pool == EMBED_LAST && last);
             if (e->b_want[n]) e->b_row_slot[rows++] = old->id;
             n++;
         }
@@ -591,7 +633,7 @@ static void *engine_main(void *arg) {
         }
         int n_rows;
         int n = pack_batch(e, &n_rows);
-        fwd_batch b = { n, e->b_tok, e->b_pos, e->b_slot, e->b_want };
+        fwd_batch b = { n, e->b_tok, e->b_pos, e->b_slot, e->b_want, e->b_want_embd, e->b_embd };
         if (e->be->run(e->bs, &b, e->logits)) {
             for (int s = 0; s < e->cfg.n_slots; s++)
                 if (e->slots[s].state != SLOT_FREE) slot_finish(e, &e->slots[s], FINISH_ERROR, -1);
@@ -610,6 +652,7 @@ static void *engine_main(void *arg) {
          * end a job (its KV stays resident either way) */
         for (int s = 0; s < e->cfg.n_slots; s++)
             if (e->slots[s].state == SLOT_PREFILL) slot_store(e, &e->slots[s]);
+        embed_rows(e, &b);
         for (int r = 0; r < n_rows; r++) {
             slot *sl = &e->slots[e->b_row_slot[r]];
             if (sl->state == SLOT_FREE) continue;
@@ -661,15 +704,18 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     e->b_slot = malloc(sizeof(int32_t) * (size_t)B);
     e->b_want = malloc((size_t)B);
     e->b_row_slot = malloc(sizeof(int) * (size_t)B);
+    e->b_want_embd = calloc((size_t)B, 1);
+    e->b_embd = malloc(sizeof(float) * (size_t)B * (size_t)m->p.n_embd);
     if (!e->logits || !e->work || !e->piece || !e->slots || !e->published || !e->b_tok ||
-        !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot) {
+        !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot || !e->b_want_embd || !e->b_embd) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
     for (int s = 0; s < S; s++) {
         e->slots[s].id = s;
         e->slots[s].tokens = malloc(sizeof(int32_t) * (size_t)e->cfg.n_ctx);
-        if (!e->slots[s].tokens) { snprintf(err, errlen, "out of memory"); goto fail; }
+        e->slots[s].embd = malloc(sizeof(float) * (size_t)m->p.n_embd);
+        if (!e->slots[s].tokens || !e->slots[s].embd) { snprintf(err, errlen, "out of memory"); goto fail; }
     }
     e->stats.n_slots = S;
     e->stats.kv_cells_total = (uint64_t)S * e->cfg.n_ctx;
@@ -699,9 +745,9 @@ fail:
     prompt_cache_close(e->pc);
     if (e->bs) e->be->destroy(e->bs);
     if (!c->pool) pool_destroy(e->pool);
-    if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens);
+    if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens), free(e->slots[s].embd);
     free(e->slots); free(e->published); free(e->logits); free(e->work); free(e->piece);
-    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);
+    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_want_embd); free(e->b_embd);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
@@ -721,9 +767,9 @@ void engine_destroy(engine *e) {
     if (e->bs) e->be->destroy(e->bs);
     grammar_vocab_free(e->gv);
     if (!e->cfg.pool) pool_destroy(e->pool);
-    for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens);
+    for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens), free(e->slots[s].embd);
     free(e->slots); free(e->published); free(e->logits); free(e->work);
-    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot);
+    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_want_embd); free(e->b_embd);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
@@ -744,6 +790,8 @@ int engine_submit(engine *e, const int32_t *prompt, int n_prompt, const job_para
     j->params = *p;
     j->params.sampling.logit_bias = NULL;   /* the caller's: job_free must not free them */
     j->params.sampling.dry_breakers = NULL;
+    /* mean and CLS pooling read every prompt row's state: nothing may be reused */
+    if (p->embed == EMBED_MEAN || p->embed == EMBED_CLS) j->params.cache_prompt = false;
     if (j->params.n_stop > ENGINE_MAX_STOP) j->params.n_stop = ENGINE_MAX_STOP;
     for (int i = 0; i < j->params.n_stop; i++) {
         j->stop_copy[i] = strdup(p->stop[i] ? p->stop[i] : "");

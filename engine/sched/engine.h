@@ -49,8 +49,14 @@ const char *finish_reason_name(finish_reason f);   /* "stop", "length", ... */
 #define ENGINE_MAX_STOP 256   /* llama-server sets no cap; a bound keeps a job small */
 #define ENGINE_MAX_TOP_LOGPROBS 20
 
+/* An embedding job's pooling of the prompt's final hidden states (after
+ * output_norm): their mean, the first (CLS) or the last token's. */
+typedef enum { EMBED_OFF = 0, EMBED_MEAN, EMBED_CLS, EMBED_LAST } embed_pooling;
+
 typedef struct job_params {
     sampler_params sampling;
+    embed_pooling embed;      /* not EMBED_OFF: no generation; DONE carries the pooled,
+                                 L2-normalized embedding (mean and CLS: no prefix reuse) */
     int max_tokens;           /* -1: until the context is full */
     int n_top_logprobs;       /* 0..ENGINE_MAX_TOP_LOGPROBS */
     bool logprobs;            /* report the chosen token's logprob */
@@ -85,6 +91,8 @@ typedef struct job_event {
     double t_prompt_ms, t_gen_ms;
     finish_reason finish;     /* DONE; its text (if any) is the tail released at the end */
     const char *stop_word;    /* DONE with a stop string: which one */
+    const float *embedding;   /* DONE of an embedding job: n_embd floats (valid during the callback), or NULL */
+    int n_embd;
 } job_event;
 
 typedef void (*job_event_fn)(void *user, const job_event *ev);

@@ -43,7 +43,7 @@ const float *gen_eval(generator *g, const int32_t *tokens, int n, float *all_log
             g->pos[i] = g->n_past + i;
             g->want[i] = all_logits || done + i == n - 1;
         }
-        fwd_batch b = { chunk, g->tok, g->pos, g->slot, g->want };
+        fwd_batch b = { chunk, g->tok, g->pos, g->slot, g->want, NULL, NULL };
         if (g->m->backend->run(g->bs, &b, g->logits)) return NULL;
         int n_rows = 0;
         for (int i = 0; i < chunk; i++) n_rows += g->want[i];
