@@ -62,6 +62,8 @@ const config_setting config_settings[] = {
       "access log lines on stderr", NULL },
     { "backend", "--backend", NULL, CFG_STRING, 0, 0, "auto|cpu", "auto", false,
       "what runs the model (auto: the best this build can run here)", NULL },
+    { "pooling", "--pooling", NULL, CFG_STRING, 0, 0, "model|mean|cls|last", "model", false,
+      "embeddings: the model's pooling_type (last token when it has none), or mean, cls, last", "MODE" },
     { "prompt-cache", "--prompt-cache", NULL, CFG_PATH, 0, 0, NULL, NULL, false,
       "prompt-state database, or off (default: in the user's cache folder)", "PATH|off" },
     { "prompt-cache-size", "--prompt-cache-size", NULL, CFG_SIZE, 0, 0, NULL, "4G", false,

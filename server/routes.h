@@ -18,6 +18,9 @@ void route_detokenize(server *s, http_req *r, const cJSON *body);
 cJSON *tokenize_answer(const server *s, const cJSON *body, api_error *e);
 cJSON *detokenize_answer(const server *s, const cJSON *body, api_error *e);
 void route_apply_template(server *s, http_req *r, const cJSON *body);
+/* routes_embed.c: OpenAI's /v1/embeddings, llama-server's /embedding */
+void route_embeddings(server *s, http_req *r, const cJSON *body);
+void route_embedding(server *s, http_req *r, const cJSON *body);
 /* routes_info.c */
 void route_models(server *s, http_req *r, const cJSON *body);
 void route_model(server *s, http_req *r, const cJSON *body);   /* GET /v1/models/{id} */

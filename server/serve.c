@@ -78,6 +78,7 @@ static const struct binding { const char *key; size_t off; } bindings[] = {
     { "chat-template-file", offsetof(server_opts, chat_template_file) },
     { "log-format", offsetof(server_opts, log_format) },
     { "backend", offsetof(server_opts, backend) },
+    { "pooling", offsetof(server_opts, pooling) },
     { "prompt-cache", offsetof(server_opts, prompt_cache) },
     { "prompt-cache-size", offsetof(server_opts, prompt_cache_bytes) },
     { "max-body", offsetof(server_opts, max_body) },

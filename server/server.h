@@ -31,6 +31,7 @@ typedef struct server_opts {
     bool log_json;                       /* derived from log_format */
     bool no_webui;                       /* --no-webui: / answers 404 */
     const char *backend;                 /* "auto" or "cpu" */
+    const char *pooling;                 /* embeddings: "model" (its pooling_type), "mean", "cls", "last" */
     const char *prompt_cache;            /* path, "off", or NULL for the default place */
     uint64_t prompt_cache_bytes;
     uint64_t max_body;

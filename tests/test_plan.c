@@ -174,7 +174,7 @@ static void check_kv(const model *m, hpool *pool) {
     for (int i = 0; i < 32; i++) { toks[i] = i + 1; ps[i] = i % 8; sl[i] = i / 8; }
     wants[31] = 1;
     logits = malloc(sizeof(float) * (size_t)m->p.n_vocab);
-    fwd_batch big = { 32, toks, ps, sl, wants };
+    fwd_batch big = { 32, toks, ps, sl, wants, NULL, NULL };
     CHECKF(m->backend->run(bs, &big, logits) == 0, "a 32-row batch over 4 slots of 8 positions was refused");
     free(logits);
     m->backend->destroy(bs);

@@ -531,6 +531,61 @@ test('openai client: chat, completions, streams, errors', async () => {
   eq(models.data.map((m) => m.id), ['stories260K'], 'models.list');
 });
 
+test('embeddings: openai client, token ids, base64, /embedding, errors', async () => {
+  const s = await stories();
+  const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  const one = await post(s, '/v1/embeddings', { model: 'stories260K', input: 'Once upon a time', encoding_format: 'float' });
+  eq(one.status, 200, 'status'); eq(one.json.object, 'list', 'object');
+  const v = one.json.data[0].embedding;
+  eq(one.json.data[0].object, 'embedding', 'item object'); eq(one.json.data[0].index, 0, 'index');
+  eq(v.length, 64, 'stories260K has 64 dimensions');
+  assert(Math.abs(norm(v) - 1) < 1e-5, `unit length (${norm(v)})`);
+  const tok = await post(s, '/tokenize', { content: 'Once upon a time', add_special: true });
+  eq(one.json.usage.prompt_tokens, tok.json.tokens.length, 'usage.prompt_tokens');
+  eq(one.json.usage.total_tokens, tok.json.tokens.length, 'usage.total_tokens');
+  // the same text as token ids, as a list of lists, and in a batch of three
+  const ids = await post(s, '/v1/embeddings', { input: tok.json.tokens });
+  eq(ids.json.data[0].embedding, v, 'token ids == text');
+  const many = await post(s, '/v1/embeddings', { input: ['Lily and Tom were', 'Once upon a time', 'The cat'] });
+  eq(many.json.data.map((d) => d.index), [0, 1, 2], 'indexes in order');
+  eq(many.json.data[1].embedding, v, 'batched beside others == alone');
+  assert(JSON.stringify(many.json.data[0].embedding) !== JSON.stringify(v), 'another text, another vector');
+  const lists = await post(s, '/v1/embeddings', { input: [tok.json.tokens, [1, 403, 407]] });
+  eq(lists.json.data[0].embedding, v, 'lists of token ids');
+  // base64: little-endian float32, what the openai client asks for by default
+  const b = await post(s, '/v1/embeddings', { input: 'Once upon a time', encoding_format: 'base64' });
+  const buf = Buffer.from(b.json.data[0].embedding, 'base64');
+  eq(buf.length, 4 * 64, 'base64 bytes');
+  const fromB64 = Array.from({ length: 64 }, (_, i) => buf.readFloatLE(4 * i));
+  assert(fromB64.every((x, i) => Math.abs(x - v[i]) <= 1e-6 * Math.max(1, Math.abs(v[i]))), 'base64 == float');
+  // llama-server's /embedding: content, [{index, embedding: [vector]}]
+  const l = await post(s, '/embedding', { content: 'Once upon a time' });
+  eq(l.status, 200, '/embedding'); eq(l.json[0].index, 0, '/embedding index'); eq(l.json[0].embedding[0], v, '/embedding vector');
+  if (OpenAI) {
+    const client = new OpenAI({ baseURL: s.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: 60000 });
+    const e = await client.embeddings.create({ model: 'stories260K', input: ['Once upon a time', 'The cat'] });
+    eq(e.data.length, 2, 'client: two vectors'); eq(e.data[0].embedding.length, 64, 'client: dimensions');
+    assert(e.data[0].embedding.every((x, i) => Math.abs(x - v[i]) <= 1e-6), 'client (base64 decoded) == float');
+    eq(e.usage.prompt_tokens, tok.json.tokens.length + (await post(s, '/tokenize', { content: 'The cat', add_special: true })).json.tokens.length, 'client usage');
+    const f = await client.embeddings.create({ model: 'stories260K', input: 'Once upon a time', encoding_format: 'float' });
+    eq(f.data[0].embedding, v, 'client float');
+    try {
+      await client.embeddings.create({ model: 'stories260K', input: 'x', dimensions: 8 });
+      throw new AssertionError('dimensions 8 accepted');
+    } catch (err) { assert(err instanceof OpenAI.BadRequestError && err.param === 'dimensions', `dimensions: ${err.message}`); }
+  }
+  assertError(await post(s, '/v1/embeddings', { input: 'x', dimensions: 8 }), 400, 'dimensions', 'dimensions refused');
+  eq((await post(s, '/v1/embeddings', { input: 'x', dimensions: 64 })).status, 200, 'dimensions == n_embd');
+  assertError(await post(s, '/v1/embeddings', { input: [] }), 400, 'input', 'empty list');
+  assertError(await post(s, '/v1/embeddings', {}), 400, 'input', 'no input');
+  assertError(await post(s, '/v1/embeddings', { input: [1.5] }), 400, 'input', 'not a token id');
+  assertError(await post(s, '/v1/embeddings', { input: [99999] }), 400, 'input', 'token id out of range');
+  assertError(await post(s, '/v1/embeddings', { input: [1, 'a'] }), 400, 'input', 'mixed list');
+  assertError(await post(s, '/v1/embeddings', { input: [{}] }), 400, 'input', 'object item');
+  assertError(await post(s, '/v1/embeddings', { input: 'x', encoding_format: 'hex' }), 400, 'encoding_format', 'bad format');
+  assertError(await post(s, '/v1/embeddings', { input: 'x '.repeat(3000) }), 400, 'input', 'over the context');
+});
+
 // Tools and reasoning (server/tool_request.c, tool_parse.c, fmt_tools.c). A
 // random-weight model never writes a tool call by itself: these check the
 // request side, the history through the template, and that streamed and whole
