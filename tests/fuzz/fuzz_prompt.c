@@ -3,7 +3,7 @@
  * the end, an object) through the route: field checks, then the prompt
  * (messages -> chat template -> tokens, or a prompt field: text, token ids,
  * a mix, one prompt in a list; fill-in-the-middle for suffix and /infill).
- * It links router.c (the model set a stub of one loaded model), routes_oai.c, routes_llama.c, prompt.c, fmt_*.c and
+ * It links router.c (the model set a stub of one loaded model; the embedding routes stubs), routes_oai.c, routes_llama.c, prompt.c, fmt_*.c and
  * request_json.c as they are; the HTTP layer and the generation (gen.c) are
  * stubs that record what a route did. The server (vocabulary, chat template,
  * context, batch) is picked by a hash of the body, so a body replays the
@@ -178,6 +178,9 @@ bool gen_stream_last(gen *g) { (void)g; never("gen_stream_last"); return true; }
 void gen_usage_counts(const gen *g, int *prompt, int *completion, int *cached) {
     (void)g; *prompt = *completion = *cached = 0; never("gen_usage_counts");
 }
+/* routes_embed.c queues engine jobs: not linked here; its routes answer an empty object */
+void route_embeddings(server *s, http_req *r, const cJSON *body) { (void)s; (void)body; http_respond(r, 200, "application/json", "{}", 2); }
+void route_embedding(server *s, http_req *r, const cJSON *body) { (void)s; (void)body; http_respond(r, 200, "application/json", "{}", 2); }
 const char *gen_finish_oai(const gen *g) { (void)g; never("gen_finish_oai"); return ""; }
 const char *gen_stop_type(const gen *g) { (void)g; never("gen_stop_type"); return ""; }
 #define GET_ROUTE(name) \
