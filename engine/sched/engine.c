@@ -768,7 +768,7 @@ void engine_destroy(engine *e) {
     grammar_vocab_free(e->gv);
     if (!e->cfg.pool) pool_destroy(e->pool);
     for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens), free(e->slots[s].embd);
-    free(e->slots); free(e->published); free(e->logits); free(e->work);
+    free(e->slots); free(e->published); free(e->logits); free(e->work); free(e->piece);
     free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_want_embd); free(e->b_embd);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
