@@ -209,9 +209,9 @@ static jv arith(jctx *c, jop op, const jv *x, const jv *y, int line) {
         jfail(c, line, "unsupported operand types for %s: %s and %s", sym[op], jv_type_name(x), jv_type_name(y));
     }
     bool ints = x->t != JV_FLOAT && y->t != JV_FLOAT;
-    int64_t a = x->t == JV_FLOAT ? 0 : (int64_t)jv_num(x), b = y->t == JV_FLOAT ? 0 : (int64_t)jv_num(y);
-    if (x->t == JV_INT) a = x->u.i;
-    if (y->t == JV_INT) b = y->u.i;
+    /* integers as they are (a round trip through double can leave int64's range); booleans as 0/1 */
+    int64_t a = x->t == JV_INT ? x->u.i : x->t == JV_FLOAT ? 0 : (int64_t)jv_num(x);
+    int64_t b = y->t == JV_INT ? y->u.i : y->t == JV_FLOAT ? 0 : (int64_t)jv_num(y);
     double fa = jv_num(x), fb = jv_num(y);
     int64_t r;
     switch (op) {
