@@ -168,6 +168,11 @@ static void test_limits(void) {
     memcpy(deep + k, " }}", 4);
     fails(deep, "nested too deeply");
     fails("{{ 'x' * 100000000 }}", "too large");
+    /* nothing to repeat is done at once, whatever the count (a fuzzer's timeout) */
+    eq("[{{ '' * 9223372036854775807 }}]|{{ ([] * 9223372036854775807) | length }}", "[]|0");
+    /* an integer literal past int64 is a float, as the JavaScript reference reads it */
+    eq("{{ 99999999999999999999 > 9223372036854775807 }}|{{ 123456789012345678901234567890123456789012345678901234567890123 > 1e62 }}",
+       "true|true");
 }
 
 int main(void) {

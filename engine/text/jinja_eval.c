@@ -190,7 +190,8 @@ static jv arith(jctx *c, jop op, const jv *x, const jv *y, int line) {
     }
     if (op == OP_MUL && ((x->t == JV_STR || x->t == JV_LIST) && y->t == JV_INT)) {
         int64_t k = y->u.i;
-        if (k < 0) k = 0;
+        size_t len = x->t == JV_STR ? x->n : x->u.l->n;
+        if (k < 0 || len == 0) k = 0;   /* nothing to repeat: done at once, whatever the count */
         if (x->t == JV_STR) {
             if (k && x->n * (uint64_t)k > JINJA_MAX_OUTPUT) jfail(c, line, "string repetition too large");
             jout o = { 0 };

@@ -7,6 +7,8 @@
  * Jinja2 normalises them. {% raw %} bodies come out as one text token. */
 #include "engine/text/jinja_internal.h"
 #include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,9 +145,12 @@ static void lex_string(lexer *L) {
 static void lex_number(lexer *L) {
     size_t i = L->p;
     char buf[64];
-    size_t k = 0;
+    size_t k = 0, int_digits = 0;
     bool flt = false;
-    while (i < L->n && (isdigit((unsigned char)L->s[i]) || L->s[i] == '_')) { if (L->s[i] != '_' && k < 60) buf[k++] = L->s[i]; i++; }
+    while (i < L->n && (isdigit((unsigned char)L->s[i]) || L->s[i] == '_')) {
+        if (L->s[i] != '_') { int_digits++; if (k < 60) buf[k++] = L->s[i]; }
+        i++;
+    }
     if (i + 1 < L->n && L->s[i] == '.' && isdigit((unsigned char)L->s[i + 1])) {
         flt = true;
         if (k < 60) buf[k++] = L->s[i];
@@ -162,13 +167,20 @@ static void lex_number(lexer *L) {
         }
     }
     buf[k] = 0;
-    jtok *t = emit(L, flt ? TK_FLOAT : TK_INT);
+    /* an integer past int64 is a float, as the JavaScript reference reads it;
+     * digits past the buffer still scale it */
+    unsigned long long v = 0;
+    bool too_big = false;
+    if (!flt) {
+        errno = 0;
+        v = strtoull(buf, NULL, 10);
+        too_big = errno == ERANGE || v > INT64_MAX || int_digits > k;
+    }
+    jtok *t = emit(L, flt || too_big ? TK_FLOAT : TK_INT);
     if (t) {
         if (flt) t->f = strtod(buf, NULL);
-        else {
-            unsigned long long v = strtoull(buf, NULL, 10);
-            t->i = v > INT64_MAX ? INT64_MAX : (int64_t)v;
-        }
+        else if (too_big) t->f = strtod(buf, NULL) * pow(10.0, (double)(int_digits - k));
+        else t->i = (int64_t)v;
     }
     advance(L, i);
 }
