@@ -294,7 +294,9 @@ static void mask_vs_oracle(const tokenizer *t, const grammar_vocab *v, const gra
     size_t wl = strlen(walk);
     for (size_t cut = 0; cut <= wl; cut += 1 + cut / 3) {
         grammar_sampler *gs = grammar_sampler_new(g, v, true);
+        gm_set_merge_disabled(true);   /* the oracle keeps every partial character apart */
         grammar_matcher *oracle = grammar_matcher_new(g);
+        gm_set_merge_disabled(false);
         if (!gs || !oracle) { CHECK(0); break; }
         /* the sampler advances token by token, taking single-byte pieces of walk */
         bool ok = true;
@@ -371,6 +373,95 @@ static void test_mask(void) {
     grammar_free(g);
     grammar_free(gu);
     cJSON_Delete(s);
+}
+
+/* Whole partial states (an unfinished character every stack takes however it
+ * ends, interned without its bits) against a matcher that keeps the bits:
+ * random byte strings, valid characters near every boundary and broken
+ * ones, must be taken or refused alike, byte by byte. */
+static void test_merge_whole(void) {
+    const char *gbnf[] = {
+        "root ::= [^\"\\\\\\x00-\\x1f]* \"\\\"\"",
+        "root ::= ([\\u4e00-\\u4eff] | [\\u0400-\\u04ff] | \"x\")* \"!\"",
+        "root ::= [^\\u4e50]* \"!\"",
+        "root ::= [\\U00010000-\\U0010FFFF]* | [\\u0800-\\uD7FF]+ \"a\"",
+        "root ::= [^a]* | \"\\u00e9\" [\\u00e0-\\u00ff]",
+    };
+    static const uint32_t cps[] = { 0x41, 0x22, 0x7F, 0x80, 0x7FF, 0x800, 0xFFF, 0x4E00, 0x4E50, 0x4EFF, 0x4F00, 0x400, 0xD7FF,
+                                    0xE000, 0xFFFF, 0x10000, 0x3FFFF, 0x40000, 0x10FFFF, 0xE9, 0xE0, 0xFF, 0x100 };
+    static const char *broken[] = { "\x80", "\xc0\x80", "\xc1\xbf", "\xe0\x80\x80", "\xe0\x9f\xbf", "\xed\xa0\x80",
+                                    "\xed\xbf\xbf", "\xf0\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80", "\xff", "\xe4\xb9" };
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    for (size_t gi = 0; gi < sizeof gbnf / sizeof *gbnf; gi++) {
+        grammar *g = parse(gbnf[gi]);
+        if (!g) continue;
+        for (int round = 0; round < 300; round++) {
+            char buf[256];
+            size_t n = 0;
+            int len = 1 + round % 12;
+            for (int k = 0; k < len && n + 8 < sizeof buf; k++) {
+                r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+                if (r % 9 == 0) {
+                    const char *b = broken[(r >> 8) % (sizeof broken / sizeof *broken)];
+                    memcpy(buf + n, b, strlen(b));
+                    n += strlen(b);
+                    continue;
+                }
+                uint32_t c = cps[(r >> 8) % (sizeof cps / sizeof *cps)];
+                if (r % 5 == 0) c += (uint32_t)((r >> 20) % 64);   /* near the boundary, not on it */
+                if (c >= 0xD800 && c <= 0xDFFF) c = 0xE000;
+                if (c > 0x10FFFF) c = 0x10FFFF;
+                if (c < 0x80) buf[n++] = (char)c;
+                else if (c < 0x800) { buf[n++] = (char)(0xC0 | c >> 6); buf[n++] = (char)(0x80 | (c & 63)); }
+                else if (c < 0x10000) { buf[n++] = (char)(0xE0 | c >> 12); buf[n++] = (char)(0x80 | (c >> 6 & 63)); buf[n++] = (char)(0x80 | (c & 63)); }
+                else { buf[n++] = (char)(0xF0 | c >> 18); buf[n++] = (char)(0x80 | (c >> 12 & 63)); buf[n++] = (char)(0x80 | (c >> 6 & 63)); buf[n++] = (char)(0x80 | (c & 63)); }
+            }
+            grammar_matcher *a = grammar_matcher_new(g);
+            gm_set_merge_disabled(true);
+            grammar_matcher *b = grammar_matcher_new(g);
+            gm_set_merge_disabled(false);
+            if (!a || !b) { CHECK(0); grammar_matcher_free(a); grammar_matcher_free(b); break; }
+            for (size_t i = 0; i < n; i++) {
+                bool ya = grammar_matcher_accept(a, buf + i, 1), yb = grammar_matcher_accept(b, buf + i, 1);
+                CHECKF(ya == yb, "grammar %zu round %d byte %zu: merged %d, kept %d", gi, round, i, ya, yb);
+                CHECK(grammar_matcher_can_end(a) == grammar_matcher_can_end(b));
+                CHECK(grammar_matcher_done(a) == grammar_matcher_done(b));
+            }
+            grammar_matcher_free(a);
+            grammar_matcher_free(b);
+        }
+        grammar_free(g);
+    }
+}
+
+/* The control that the merging is taken: inside a JSON string, the mask over a
+ * vocabulary full of CJK characters needs a few dozen states, not thousands. */
+static void test_merge_taken(void) {
+    tokenizer *t = load_tok("fixtures/qwen3-tiny-Q4_K_M.gguf");
+    CHECK(t != NULL);
+    if (!t) return;
+    grammar_vocab *v = grammar_vocab_from_tokenizer(t);
+    grammar *g = parse("root ::= \"\\\"\" [^\"\\\\\\x00-\\x1f]* \"\\\"\"");
+    uint32_t st[2] = { 0, 0 };
+    for (int off = 0; off < 2 && v && g; off++) {
+        gm_set_merge_disabled(off);
+        grammar_sampler *gs = grammar_sampler_new(g, v, true);
+        gm_set_merge_disabled(false);
+        if (!gs) { CHECK(0); break; }
+        int32_t q = -1;
+        char buf[64];
+        for (int k = 0; k < grammar_vocab_n(v) && q < 0; k++)
+            if (tokenizer_token_bytes(t, k, false, buf, sizeof buf) == 1 && buf[0] == '"' && !tokenizer_is_control(t, k)) q = k;
+        CHECK(q >= 0 && grammar_sampler_accept(gs, q));
+        int n_allowed;
+        CHECK(grammar_sampler_mask(gs, &n_allowed) != NULL && n_allowed > 1000);
+        st[off] = gm_n_states(grammar_sampler_matcher(gs));
+        grammar_sampler_free(gs);
+    }
+    CHECKF(st[0] < 100 && st[1] > 5 * st[0], "states: %u merged, %u kept", st[0], st[1]);
+    grammar_free(g);
+    grammar_vocab_free(v);
+    tokenizer_free(t);
 }
 
 /* ---- generations -------------------------------------------------------------------- */
@@ -494,9 +585,9 @@ int main(int argc, char **argv) {
     kernels_select();
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!only || !strcmp(only, "parse")) { test_parse_errors(); test_parse_valid(); }
-    if (!only || !strcmp(only, "match")) test_matcher();
+    if (!only || !strcmp(only, "match")) { test_matcher(); test_merge_whole(); }
     if (!only || !strcmp(only, "schema")) test_schema();
-    if (!only || !strcmp(only, "mask")) test_mask();
+    if (!only || !strcmp(only, "mask")) { test_mask(); test_merge_taken(); }
     if (!only || !strcmp(only, "gen")) test_generations();
     return test_summary("grammar");
 }

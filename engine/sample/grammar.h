@@ -95,5 +95,10 @@ const grammar_matcher *grammar_sampler_matcher(const grammar_sampler *s);
  * had none (the planted control of the tests that check outputs parse). */
 void grammar_set_mask_disabled(bool off);
 bool grammar_mask_disabled(void);
+/* For tests only: matchers made after this keep every unfinished UTF-8
+ * character's bits (the oracle of the merged whole partial states), and how
+ * many states a matcher holds (the control that the merging is taken). */
+void gm_set_merge_disabled(bool off);
+uint32_t gm_n_states(const grammar_matcher *m);
 
 #endif

@@ -40,9 +40,11 @@ static inline int gelem_is_char(uint32_t t) { return t == GE_CHAR || t == GE_CHA
 typedef struct { uint8_t byte; uint8_t pad; uint16_t depth; uint32_t skip; uint32_t tok; } gtrie_node;
 
 /* Sets the bit of every token in the trie that the matcher can take from
- * state `from`; returns how many. depth_state: room for the trie's depth + 1. */
+ * state `from`; returns how many. at: room for the trie's depth + 1 (the
+ * state at each depth of the current path, and its transition table). */
 struct grammar_matcher;
+typedef struct { int32_t s; const int32_t *nx; } gwalk_at;
 size_t gm_walk(struct grammar_matcher *m, int32_t from, const gtrie_node *nodes, size_t n_nodes,
-               const int32_t *order, uint64_t *bits, int32_t *depth_state);
+               const int32_t *order, uint64_t *bits, gwalk_at *at);
 
 #endif

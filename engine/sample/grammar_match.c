@@ -8,7 +8,9 @@
  * state also holds the leading bits of an unfinished UTF-8 character, and
  * keeps only the stacks that some completion of it could still satisfy, so
  * a token that ends inside a character is possible exactly when the
- * character can still be finished.
+ * character can still be finished. Once every completion of the unfinished
+ * character is one every kept stack takes, its bits are dropped (WHOLE):
+ * the thousands of CJK prefixes of a vocabulary then share a few states.
  *
  * States are interned (sorted, deduplicated stacks; a hash table), and each
  * has a lazily filled table byte -> next state. Walking a vocabulary trie
@@ -20,6 +22,7 @@
 #include "engine/sample/grammar.h"
 #include "engine/sample/grammar_internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +33,11 @@
 #define TRIM_WORDS     (4u << 20)
 #define HARD_STATES    16384
 #define NEXT_UNKNOWN   (-2)
+#define WHOLE          UINT32_MAX  /* gstate.partial: the bits no longer matter */
 
 typedef struct {
     uint32_t off, n_words, n_stacks;   /* stacks in words[off..]: [len, pos...] each */
-    uint32_t partial;                  /* bits of an unfinished UTF-8 character */
+    uint32_t partial;                  /* bits of an unfinished UTF-8 character, or WHOLE */
     uint8_t need, total;               /* continuation bytes still expected; its length */
     uint8_t can_end;
     uint64_t hash;
@@ -51,6 +55,7 @@ struct grammar_matcher {
     uint32_t ht_cap;
     int32_t cur;
     uint64_t epoch;
+    bool merge;                        /* intern whole partial states as WHOLE */
     /* scratch for building a state */
     wbuf work, out;
     uint32_t *idx;                     /* offsets of the stacks in out */
@@ -123,12 +128,45 @@ static bool set_meets(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) 
     }
 }
 
-/* Could a character that starts with these bits still be one the set holds? */
-static bool set_meets_partial(const grammar *g, uint32_t pos, uint32_t partial, int need, int total) {
+/* Does the set hold every code point in [lo, hi]? */
+static bool set_covers(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
+    uint32_t t = g->el[pos].type;
+    if (t == GE_ANY) return true;
+    if (t == GE_CHAR_NOT) {   /* no excluded range may meet [lo, hi] */
+        for (uint32_t i = pos;;) {
+            uint32_t a, b;
+            i = set_range(g, i, &a, &b);
+            if (a <= hi && b >= lo) return false;
+            if (g->el[i].type != GE_CHAR_ALT) return true;
+        }
+    }
+    /* the ranges (in any order) must cover lo, then what follows, up to hi */
+    uint32_t x = lo;
+    for (;;) {
+        bool moved = false;
+        for (uint32_t i = pos;;) {
+            uint32_t a, b;
+            i = set_range(g, i, &a, &b);
+            if (x >= a && x <= b) { if (b >= hi) return true; x = b + 1; moved = true; }
+            if (g->el[i].type != GE_CHAR_ALT) break;
+        }
+        if (!moved) return false;
+    }
+}
+
+/* The code points a character starting with these bits can still become:
+ * [lo, hi] without the overlong forms and past-the-end values; *whole when
+ * every completion is a character (no surrogate, nothing cut off). */
+static void partial_range(uint32_t partial, int need, int total, uint32_t *lo, uint32_t *hi, bool *whole) {
     static const uint32_t minv[5] = { 0, 0, 0x80, 0x800, 0x10000 };
-    uint32_t lo = partial << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
-    if (lo < minv[total]) lo = minv[total];
-    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    uint32_t l = partial << (6 * need), h = l | ((1u << (6 * need)) - 1);
+    *whole = l >= minv[total] && h <= 0x10FFFF && (h < 0xD800 || l > 0xDFFF);
+    *lo = l < minv[total] ? minv[total] : l;
+    *hi = h > 0x10FFFF ? 0x10FFFF : h;
+}
+
+/* Could a character that starts with these bits still be one the set holds? */
+static bool set_meets_partial(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
     /* surrogates are not characters */
     return set_meets(g, pos, lo, hi < 0xD7FF ? hi : 0xD7FF) || set_meets(g, pos, lo > 0xE000 ? lo : 0xE000, hi);
 }
@@ -285,7 +323,9 @@ static void queue(grammar_matcher *m, const uint32_t *s, uint32_t len, int64_t p
     wpush(&m->work, len);
 }
 
-/* The state after state s (no partial character) reads code point cp. */
+/* The state after state s (no partial character) reads code point cp; with
+ * cp ANY_CP, a character every stack of s takes (s is a whole partial state). */
+#define ANY_CP UINT32_MAX
 static int32_t advance_cp(grammar_matcher *m, int32_t s, uint32_t cp) {
     const grammar *g = m->g;
     m->out.n = 0;
@@ -297,7 +337,7 @@ static int32_t advance_cp(grammar_matcher *m, int32_t s, uint32_t cp) {
         i += len + 1;
         if (!len) continue;
         uint32_t top = stk[len];
-        if (!set_has(g, top, cp)) continue;
+        if (cp != ANY_CP && !set_has(g, top, cp)) continue;
         uint32_t nx = set_end(g, top);
         m->work.n = 0;
         queue(m, stk + 1, len - 1, gelem_is_end(g->el[nx].type) ? -1 : (int64_t)nx);
@@ -306,24 +346,39 @@ static int32_t advance_cp(grammar_matcher *m, int32_t s, uint32_t cp) {
     return intern(m, 0, 0, 0);
 }
 
-/* The state after s keeps a longer unfinished character: only stacks it can still serve. */
+/* The state after s keeps a longer unfinished character: only stacks it can
+ * still serve. When every completion is a character and every stack kept
+ * takes all of them, the bits no longer matter: the state is interned as
+ * WHOLE, so the thousands of partial CJK characters of a vocabulary share one
+ * state (and one transition table) per set of stacks. */
 static int32_t advance_partial(grammar_matcher *m, int32_t s, uint32_t partial, uint8_t need, uint8_t total) {
     m->out.n = 0;
     gstate st = m->st[s];
+    uint32_t lo = 0, hi = 0;
+    bool whole = true;
+    if (st.partial != WHOLE) partial_range(partial, need, total, &lo, &hi, &whole);
+    whole = whole && m->merge;
     for (uint32_t i = 0, k = 0; k < st.n_stacks; k++) {
         const uint32_t *stk = m->words.w + st.off + i;
         uint32_t len = stk[0];
         i += len + 1;
-        if (len && set_meets_partial(m->g, stk[len], partial, need, total))
-            for (uint32_t j = 0; j <= len; j++) wpush(&m->out, stk[j]);
+        if (!len) continue;
+        /* from a whole state every stack takes every completion */
+        if (st.partial != WHOLE) {
+            if (!set_meets_partial(m->g, stk[len], lo, hi)) continue;
+            if (whole && !set_covers(m->g, stk[len], lo, hi)) whole = false;
+        }
+        for (uint32_t j = 0; j <= len; j++) wpush(&m->out, stk[j]);
     }
-    return intern(m, partial, need, total);
+    return intern(m, whole ? WHOLE : partial, need, total);
 }
 
 static int32_t compute_step(grammar_matcher *m, int32_t s, uint8_t b) {
     gstate st = m->st[s];
     if (st.need) {
         if ((b & 0xC0) != 0x80) return GM_DEAD;
+        if (st.partial == WHOLE)
+            return st.need > 1 ? advance_partial(m, s, WHOLE, (uint8_t)(st.need - 1), st.total) : advance_cp(m, s, ANY_CP);
         uint32_t v = (st.partial << 6) | (b & 0x3Fu);
         if (st.need > 1) return advance_partial(m, s, v, (uint8_t)(st.need - 1), st.total);
         static const uint32_t minv[5] = { 0, 0, 0x80, 0x800, 0x10000 };
@@ -353,6 +408,10 @@ int32_t gm_step(grammar_matcher *m, int32_t s, uint8_t b) {
 }
 
 /* ---- the public side ----------------------------------------------------------------- */
+static atomic_bool merge_off;
+void gm_set_merge_disabled(bool off) { atomic_store(&merge_off, off); }
+uint32_t gm_n_states(const grammar_matcher *m) { return m->n_st; }
+
 static void reset_tables(grammar_matcher *m) {
     for (uint32_t s = 0; s < m->n_st; s++) free(m->st[s].next);
     m->n_st = 0;
@@ -365,6 +424,7 @@ grammar_matcher *grammar_matcher_new(const grammar *g) {
     grammar_matcher *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->g = g;
+    m->merge = !atomic_load(&merge_off);
     /* the start: one stack per alternative of root */
     m->out.n = 0;
     size_t budget = EXPAND_BUDGET;
@@ -427,20 +487,28 @@ uint64_t gm_epoch(const grammar_matcher *m) { return m->epoch; }
 
 /* ---- the vocabulary walk ------------------------------------------------------------- */
 size_t gm_walk(grammar_matcher *m, int32_t from, const gtrie_node *nodes, size_t n_nodes,
-               const int32_t *order, uint64_t *bits, int32_t *depth_state) {
+               const int32_t *order, uint64_t *bits, gwalk_at *at) {
     size_t n_set = 0;
-    depth_state[0] = from;
+    at[0] = (gwalk_at){ from, m->st[from].next };
     for (size_t i = 0; i < n_nodes;) {
-        gtrie_node nd = nodes[i];
-        int32_t s = depth_state[nd.depth - 1], t;
-        const int32_t *nx = m->st[s].next;
-        t = nx && nx[nd.byte] != NEXT_UNKNOWN ? nx[nd.byte] : gm_step(m, s, nd.byte);
-        if (t < 0) { i = nd.skip; continue; }
-        depth_state[nd.depth] = t;
-        for (uint32_t k = nd.tok, e = nodes[i + 1].tok; k < e; k++) {
-            bits[order[k] >> 6] |= 1ull << (order[k] & 63);
-            n_set++;
+        const gtrie_node *nd = &nodes[i];
+        gwalk_at *p = &at[nd->depth - 1];
+        /* the state's table is read through the path's copy of its pointer;
+         * a transition not yet known is computed (and the table made) once */
+        int32_t t = p->nx ? p->nx[nd->byte] : NEXT_UNKNOWN;
+        if (t == NEXT_UNKNOWN) {
+            t = gm_step(m, p->s, nd->byte);
+            p->nx = m->st[p->s].next;
         }
+        if (t < 0) { i = nd->skip; continue; }
+        at[nd->depth] = (gwalk_at){ t, m->st[t].next };
+        /* most nodes end no token or one: set the first bit without a branch
+         * (order has one spare entry past the last token) */
+        uint32_t k = nd->tok, e = nd[1].tok;
+        int32_t id = order[k];
+        bits[id >> 6] |= (uint64_t)(e > k) << (id & 63);
+        for (k++; k < e; k++) bits[order[k] >> 6] |= 1ull << (order[k] & 63);
+        n_set += e - nd->tok;
         i++;
     }
     return n_set;

@@ -49,7 +49,7 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     size_t total = 0;
     for (int i = 0; i < n_vocab; i++) total += lens[i] <= GRAMMAR_MAX_TOKEN_BYTES ? lens[i] : 0;
     v->bytes = malloc(total ? total : 1);
-    v->order = malloc(sizeof *v->order * (size_t)n_vocab);
+    v->order = calloc((size_t)n_vocab + 1, sizeof *v->order);   /* + a spare entry the walk may read */
     if (!v->kind || !v->off || !ents || !v->bytes || !v->order) goto fail;
     size_t o = 0, ne = 0, trie_bound = 1;
     for (int i = 0; i < n_vocab; i++) {
@@ -125,7 +125,7 @@ struct grammar_sampler {
     size_t words;              /* uint64 words of a mask */
     mask_entry cache[MASK_CACHE];
     uint64_t uses;
-    int32_t *depth_state;
+    gwalk_at *depth_state;
     int32_t last_id, last_from, last_state; uint64_t last_epoch;   /* the last token checked, for accept */
 };
 
