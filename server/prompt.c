@@ -202,6 +202,10 @@ char *prompt_render_chat(const server *s, const cJSON *body, api_error *e) {
     cJSON *msgs = norm_messages(s, cJSON_GetObjectItemCaseSensitive(body, "messages"), e);
     if (!msgs) return NULL;
     if (tools && cJSON_GetArraySize(tools) == 0) tools = NULL;
+    /* tool_choice none: no tool may be called, so the template is not shown
+     * any (OpenAI's meaning; the chat route reads no call back either) */
+    const cJSON *choice = cJSON_GetObjectItemCaseSensitive(body, "tool_choice");
+    if (cJSON_IsString(choice) && !strcmp(choice->valuestring, "none")) tools = NULL;
     char err[600];
     const cJSON *last = cJSON_GetArrayItem(msgs, cJSON_GetArraySize(msgs) - 1);
     const cJSON *role = cJSON_GetObjectItemCaseSensitive(last, "role");

@@ -10,7 +10,7 @@
 #include "server/server.h"
 
 /* A chat request's prompt text (malloc'd), or NULL with e: body's messages,
- * tools, chat_template_kwargs and add_generation_prompt (default true)
+ * tools (not with tool_choice "none"), chat_template_kwargs and add_generation_prompt (default true)
  * through the server's chat template. A final assistant message is
  * continued (prefill). The same for /v1/chat/completions and /apply-template. */
 char *prompt_render_chat(const server *s, const cJSON *body, api_error *e);

@@ -732,6 +732,16 @@ test('tools: the model\'s own format read back through the route (output held to
   const b = await client.chat.completions.create({ ...base, grammar: `root ::= ${lit(broken)}` });
   eq(b.choices[0].message.content, broken, 'broken call: content');
   eq(b.choices[0].finish_reason, 'stop', 'broken call: stop');
+  // tool_choice none (OpenAI: the model calls no tool): the tools are not
+  // rendered and a call the model writes anyway is content
+  const none = await client.chat.completions.create({ ...req, tool_choice: 'none' });
+  eq(none.choices[0].finish_reason, 'stop', 'none: finish');
+  assert(!none.choices[0].message.tool_calls, 'none: no tool_calls');
+  eq(none.choices[0].message.content, text.slice(text.indexOf('OK.')), 'none: the calls are content');
+  const at = async (body) => (await post(s, '/apply-template', body)).json.prompt;
+  const bare = await at({ messages: base.messages });
+  eq(await at({ messages: base.messages, tools: base.tools, tool_choice: 'none' }), bare, 'none: the prompt has no tools');
+  assert((await at({ messages: base.messages, tools: base.tools })).includes('<tools>'), 'auto: the prompt has the tools');
   await stopClean(s);
 });
 
