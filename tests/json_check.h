@@ -1,9 +1,11 @@
 /* A small JSON Schema validator for the tests of constrained output: the
  * keywords the schema compiler enforces (type, enum, const, properties,
  * required, additionalProperties, items, prefixItems, minItems, maxItems,
- * minLength, maxLength, the formats date, time, date-time and uuid, anyOf,
- * oneOf, allOf, local $ref). Written independently of the compiler, from
- * the JSON Schema text, so the two can check each other. */
+ * minLength, maxLength, pattern (through PCRE2, the compiler's patterns
+ * being ones PCRE2 reads as ECMAScript does), the formats date, time,
+ * date-time and uuid, anyOf, oneOf, allOf, local $ref). Written
+ * independently of the compiler, from the JSON Schema text, so the two can
+ * check each other. */
 #ifndef HEARTH_TEST_JSON_CHECK_H
 #define HEARTH_TEST_JSON_CHECK_H
 
@@ -12,6 +14,21 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+/* A search, as JSON Schema's pattern is; false when it does not compile. */
+static bool jc_pattern(const char *re, const char *x) {
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_ALT_BSUX | PCRE2_DOLLAR_ENDONLY, &ec, &eo, NULL);
+    if (!c) return false;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(c, NULL);
+    int rc = md ? pcre2_match(c, (PCRE2_SPTR)x, strlen(x), 0, 0, md, NULL) : -1;
+    pcre2_match_data_free(md);
+    pcre2_code_free(c);
+    return rc >= 0;
+}
 
 static const cJSON *jc_ref(const cJSON *root, const char *ref) {
     if (ref[0] != '#') return NULL;
@@ -116,6 +133,8 @@ static bool json_check(const cJSON *v, const cJSON *s, const cJSON *root) {
         size_t n = jc_codepoints(v->valuestring);
         if ((k = cJSON_GetObjectItemCaseSensitive(s, "minLength")) && n < (size_t)k->valuedouble) return false;
         if ((k = cJSON_GetObjectItemCaseSensitive(s, "maxLength")) && n > (size_t)k->valuedouble) return false;
+        if ((k = cJSON_GetObjectItemCaseSensitive(s, "pattern")) && cJSON_IsString(k) && !jc_pattern(k->valuestring, v->valuestring))
+            return false;
         if ((k = cJSON_GetObjectItemCaseSensitive(s, "format")) && cJSON_IsString(k)) {
             const char *f = k->valuestring, *x = v->valuestring;
             if (!strcmp(f, "date") && (strlen(x) != 10 || !jc_date(x))) return false;

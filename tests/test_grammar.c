@@ -189,6 +189,107 @@ static void schema_expect(const char *schema_json, bool strict, const char *cons
     cJSON_Delete(s);
 }
 
+/* A string schema with this pattern against raw values: the grammar (over
+ * the value's JSON text) must agree with PCRE2 (json_check) and with the
+ * expectation. */
+static void pattern_expect_as(const char *pattern, bool oracle, const char *const *yes, const char *const *no) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "type", "string");
+    cJSON_AddStringToObject(s, "pattern", pattern);
+    char err[256];
+    grammar *g = grammar_from_json_schema(s, true, err, sizeof err);
+    CHECKF(g != NULL, "pattern %s: %s", pattern, err);
+    for (int pass = 0; g && pass < 2; pass++)
+        for (int i = 0; (pass ? no : yes) && (pass ? no : yes)[i]; i++) {
+            const char *x = (pass ? no : yes)[i];
+            cJSON *v = cJSON_CreateString(x);
+            char *text = cJSON_PrintUnformatted(v);
+            int got = full(g, text);
+            CHECKF(got == !pass, "pattern %s on %s: grammar %d", pattern, text, got);
+            if (oracle) CHECKF(json_check(v, s, s) == !pass, "pattern %s on %s: PCRE2 disagrees with the test", pattern, text);
+            free(text);
+            cJSON_Delete(v);
+        }
+    grammar_free(g);
+    cJSON_Delete(s);
+}
+
+/* PCRE2 reads these as ECMAScript does */
+#define pattern_expect(p, yes, no) pattern_expect_as(p, true, yes, no)
+
+static void pattern_refused(const char *pattern, const char *what) {
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddStringToObject(s, "pattern", pattern);
+    char err[256] = "";
+    grammar *g = grammar_from_json_schema(s, true, err, sizeof err);
+    CHECKF(!g && strstr(err, "pattern") && strstr(err, what), "pattern %s: want an error naming '%s', got '%s'", pattern, what, err);
+    grammar_free(g);
+    cJSON_Delete(s);
+}
+
+static void test_patterns(void) {
+    /* what clients send: pydantic constr, zod regex, OpenAI's examples */
+    pattern_expect("^\\d{3}-\\d{3}-\\d{4}$", L("555-123-4567"), L("555-1234-567", "5551234567", " 555-123-4567", "555-123-45678"));
+    pattern_expect("^@[a-zA-Z0-9_]+$", L("@ada_99", "@x"), L("@", "ada", "@a-b", "@a\n"));
+    pattern_expect("^(0|[1-9]\\d*)\\.(0|[1-9]\\d*)\\.(0|[1-9]\\d*)$", L("0.1.2", "10.20.300"), L("01.1.1", "1.2", "1.2.3.4", "v1.2.3"));
+    pattern_expect("^#(?:[0-9a-fA-F]{3}){1,2}$", L("#fff", "#A0b1C2"), L("#ffff", "fff", "#ggg", "#12345"));
+    pattern_expect("^[A-Z]{2}[0-9]{6}$", L("AB123456"), L("ab123456", "AB12345", "AB1234567"));
+    pattern_expect("^\\+?[1-9]\\d{1,14}$", L("+14155552671", "44"), L("+0123", "1", "+1 415"));
+    pattern_expect("^[^@\\s]+@[^@\\s]+\\.[a-z]{2,}$", L("ada@example.org", "a.b@c.io"), L("ada@", "a b@c.io", "a@b@c.io", "a@b.c"));
+    pattern_expect("^(?<year>\\d{4})-(?<mon>0[1-9]|1[0-2])$", L("2024-01", "1999-12"), L("2024-13", "2024-1", "24-01"));
+    /* a search: unanchored ends take any text */
+    pattern_expect("ok", L("ok", "it is ok!", "\"ok\"", "o\nok"), L("", "o k", "KO"));
+    pattern_expect("^ab|cd$", L("abx", "xcd", "ab"), L("xab", "cdx", "ac"));
+    pattern_expect("", L("", "anything \" \\"), NULL);
+    /* characters JSON escapes, in classes and as literals; . and its line terminators */
+    pattern_expect("^a\"b\\\\c$", L("a\"b\\c"), L("a\"bc", "ab\\c"));
+    pattern_expect("^[^a-z]{1,3}$", L("\"", "\\", "\t\n", "\x01\x1f", "A\xc3\xa9"), L("a", "", "ABCD"));
+    pattern_expect("^.+$", L("x", "\"\\\t", "\xe4\xb8\xad\xe6\x96\x87"), L("", "a\nb"));
+    /* where PCRE2 reads ECMAScript otherwise: . and \r, \u{...} */
+    pattern_expect_as("^.$", false, L("x"), L("\r", "\xe2\x80\xa8"));
+    pattern_expect("^[\\s\\S]$", L("\n", " ", "x"), L("", "ab"));
+    pattern_expect("^\\w+\\W\\D$", L("ab_9-x", "a  "), L("ab-9", "a-"));
+    pattern_expect("^[\\u00e0-\\u00ff\\x41]*$", L("", "A\xc3\xa9\xc3\xbf"), L("B", "\xc4\x80"));
+    pattern_expect_as("^\\u{1F600}?\\cJ$", false, L("\n", "\xf0\x9f\x98\x80\n"), L("", "x\n"));
+    pattern_expect("^a{2}b{1,}c{0,1}d*?$", L("aab", "aabbbcdd"), L("ab", "aac", "aabcc"));
+    pattern_expect("^x{,2}]}$", L("x{,2}]}"), L("xx]}"));   /* braces that are no quantifier are literal */
+    pattern_expect("^[-a\\]b-]+$", L("-", "a]b-"), L("c", "\\"));
+    /* what a grammar cannot match, or this subset does not take: clear errors */
+    pattern_refused("(a)\\1", "backreference");
+    pattern_refused("(?<n>a)\\k<n>", "backreference");
+    pattern_refused("a(?=b)", "lookaround");
+    pattern_refused("(?<!x)y", "lookaround");
+    pattern_refused("\\bword", "boundar");
+    pattern_refused("a(^b)", "start or end");
+    pattern_refused("a$b", "start or end");
+    pattern_refused("(ab", "parenthesis");
+    pattern_refused("ab)", "parenthesis");
+    pattern_refused("[ab", "class");
+    pattern_refused("*a", "repeat");
+    pattern_refused("a**", "repeat");
+    pattern_refused("[z-a]", "order");
+    pattern_refused("a{3,2}", "order");
+    pattern_refused("a{20000}", "above");
+    pattern_refused("\\p{L}", "property");
+    /* a property's body longer than the formatting buffer is not cut */
+    {
+        char sch[1400], doc[1400], long_s[700];
+        memset(long_s, 'q', sizeof long_s - 1);
+        long_s[sizeof long_s - 1] = 0;
+        snprintf(sch, sizeof sch, "{\"type\":\"object\",\"properties\":{\"e\":{\"const\":\"%s\"}},\"required\":[\"e\"]}", long_s);
+        snprintf(doc, sizeof doc, "{\"e\":\"%s\"}", long_s);
+        schema_expect(sch, true, L(doc), L("{\"e\":\"q\"}"));
+    }
+    /* pattern alone implies a string; a pattern must be a string */
+    schema_expect("{\"pattern\":\"^[0-9]+$\"}", true, L("\"12\""), L("12", "\"a\""));
+    cJSON *bad = cJSON_Parse("{\"type\":\"string\",\"pattern\":5}");
+    char err[256] = "";
+    grammar *g = grammar_from_json_schema(bad, true, err, sizeof err);
+    CHECKF(!g && strstr(err, "'pattern' must be a string"), "%s", err);
+    grammar_free(g);
+    cJSON_Delete(bad);
+}
+
 static void test_schema(void) {
     schema_expect("{\"type\":\"string\"}", true, L("\"\"", "\"a b\\\"\\\\\\u00e9\\n\"", "\"\xc3\xa9\""),
                   L("\"a", "\"\n\"", "\"\\q\"", "1", "\"a\"\"", "\"\\u12\""));
@@ -232,7 +333,7 @@ static void test_schema(void) {
                   L("{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}"), L("{\"v\":1}", "{\"v\":1,\"next\":2}"));
     schema_expect("{\"definitions\":{\"n\":{\"type\":\"integer\"}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/n\"}}", true,
                   L("[1,2]"), L("[\"x\"]"));
-    schema_expect("{\"type\":\"string\",\"pattern\":\"^a+$\"}", true, L("\"zzz\""), NULL);   /* pattern: not enforced (documented) */
+    schema_expect("{\"type\":\"string\",\"pattern\":\"^a+$\"}", true, L("\"aaa\""), L("\"zzz\""));   /* pattern: enforced (test_patterns) */
     schema_expect("{}", true, L("1", "\"s\"", "[{}]", "null"), L("nul", "[1"));
 
     static const struct { const char *s, *msg; } bad[] = {
@@ -563,11 +664,16 @@ static void test_generations(void) {
         "\"items\":{\"$ref\":\"#/$defs/p\"},\"maxItems\":3}},\"required\":[\"id\",\"pts\"]}",
         "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":6},"
         "\"t\":{\"type\":[\"integer\",\"null\"]},\"u\":{\"const\":\"fixed\"}},\"required\":[\"s\",\"t\",\"u\"]}",
+        "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3,4}$\"},"
+        "\"user\":{\"type\":\"string\",\"pattern\":\"^@[a-zA-Z0-9_]{1,8}$\"},\"ver\":{\"type\":\"string\","
+        "\"pattern\":\"^(0|[1-9]\\\\d{0,2})\\\\.(0|[1-9]\\\\d{0,2})$\"},\"odd\":{\"type\":\"string\",\"pattern\":\"^[^a-z0-9]{1,4}$\"}},"
+        "\"required\":[\"code\",\"user\",\"ver\",\"odd\"]}",
     };
     int total = 0, good = 0, cut = 0;
     for (size_t i = 0; e && i < sizeof schemas / sizeof *schemas; i++) {
-        good += generate(e, m->tok, schemas[i], 50, 1000 * (i + 1), 400, &cut);
-        total += 50;
+        int n = i < 4 ? 50 : 20;
+        good += generate(e, m->tok, schemas[i], n, 1000 * (i + 1), 400, &cut);
+        total += n;
     }
     CHECKF(good == total, "%d of %d generations parse and validate (%d cut by length)", good, total, cut);
     printf("generations: %d of %d valid\n", good, total);
@@ -586,7 +692,7 @@ int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!only || !strcmp(only, "parse")) { test_parse_errors(); test_parse_valid(); }
     if (!only || !strcmp(only, "match")) { test_matcher(); test_merge_whole(); }
-    if (!only || !strcmp(only, "schema")) test_schema();
+    if (!only || !strcmp(only, "schema")) { test_schema(); test_patterns(); }
     if (!only || !strcmp(only, "mask")) { test_mask(); test_merge_taken(); }
     if (!only || !strcmp(only, "gen")) test_generations();
     return test_summary("grammar");

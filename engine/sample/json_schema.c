@@ -5,13 +5,16 @@
  * unless additionalProperties is true or a schema; then any further keys,
  * which may repeat listed ones), arrays (items, prefixItems, minItems,
  * maxItems), enum, const, string / number / integer / boolean / null,
- * minLength / maxLength, the formats date, time, date-time and uuid,
+ * minLength / maxLength, pattern (json_regex.c: the ECMAScript subset
+ * schemas use; a string with a pattern is held to the pattern alone, not
+ * also to its lengths; lookaround and backreferences are errors), the
+ * formats date, time, date-time and uuid (a format wins over a pattern),
  * anyOf and oneOf (both as "one of the alternatives": oneOf's exclusivity
  * is not enforced), allOf by merging its parts' keywords (properties and
  * required are united; for any other keyword the first part that has it
  * wins), and $ref to any JSON pointer inside the document ("#/$defs/x",
  * "#/definitions/x", "#"), recursive refs included.
- * Not enforced (accepted and ignored): pattern, other formats, minimum /
+ * Not enforced (accepted and ignored): other formats, minimum /
  * maximum / multipleOf, minProperties / maxProperties, uniqueItems,
  * not, if/then/else. Remote $refs are an error.
  *
@@ -19,6 +22,7 @@
  * most 20 spaces or tabs), and numbers have at most 16 integer digits and
  * 16 fraction digits, so a model cannot stall in whitespace or digits. */
 #include "engine/sample/json_schema.h"
+#include "engine/sample/json_regex.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,11 +48,18 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
 static void sb_puts(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 static void sb_printf(sbuf *b, const char *fmt, ...) {
     char tmp[512];
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
+    va_copy(ap2, ap);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n > 0) sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    if (n > 0 && (size_t)n < sizeof tmp) sb_add(b, tmp, (size_t)n);
+    else if (n > 0) {   /* a long rule body (a pattern's, an enum's): never cut */
+        char *big = malloc((size_t)n + 1);
+        if (big) { vsnprintf(big, (size_t)n + 1, fmt, ap2); sb_add(b, big, (size_t)n); free(big); }
+        else b->oom = 1;
+    }
+    va_end(ap2);
 }
 
 /* A GBNF literal of raw bytes. */
@@ -240,6 +251,18 @@ static char *gen_string(sc *c, const cJSON *s) {
             sb_printf(&b, "\"\\\"\" %s \"\\\"\" %s", use(c, p), use(c, P_SPACE));
             return b.s;
         }
+    }
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    if (pat) {
+        if (!cJSON_IsString(pat)) { fail(c, "'pattern' must be a string"); return NULL; }
+        char rerr[200];
+        char *re = json_regex_to_gbnf(pat->valuestring, use(c, P_CHAR), rerr, sizeof rerr);
+        if (!re) { fail(c, "%s", rerr); return NULL; }
+        sb_printf(&b, "\"\\\"\" ");
+        sb_puts(&b, re);
+        sb_printf(&b, " \"\\\"\" %s", use(c, P_SPACE));
+        free(re);
+        return b.s;
     }
     long lo = get_count(c, s, "minLength", 0), hi = get_count(c, s, "maxLength", -1);
     if (hi >= 0 && hi < lo) fail(c, "maxLength is below minLength");
@@ -505,7 +528,7 @@ static char *gen(sc *c, const cJSON *s, const char *hint) {
         if (cJSON_GetObjectItemCaseSensitive(s, "properties") || cJSON_GetObjectItemCaseSensitive(s, "additionalProperties")) t = "object";
         else if (cJSON_GetObjectItemCaseSensitive(s, "items") || cJSON_GetObjectItemCaseSensitive(s, "prefixItems")) t = "array";
         else if (cJSON_GetObjectItemCaseSensitive(s, "minLength") || cJSON_GetObjectItemCaseSensitive(s, "maxLength") ||
-                 cJSON_GetObjectItemCaseSensitive(s, "format")) t = "string";
+                 cJSON_GetObjectItemCaseSensitive(s, "format") || cJSON_GetObjectItemCaseSensitive(s, "pattern")) t = "string";
         else return strdup(use(c, P_VALUE));
     }
     return gen_type(c, s, t, hint);

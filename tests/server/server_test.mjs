@@ -804,6 +804,12 @@ test('structured output: response_format, json_schema, grammar', async () => {
   assert(bad.json.error.message.includes('line 2'), bad.json.error.message);
   const badSchema = await post(s, '/completion', { prompt: 'x', json_schema: { type: 'object', properties: { a: { type: 'nope' } } } });
   assertError(badSchema, 400, 'json_schema', 'bad schema');
+  // a pattern is enforced; one a grammar cannot match is a 400 that says why
+  const pat = await post(s, '/completion', { prompt: 'Code:', json_schema: { type: 'string', pattern: '^[A-Z]{2}-\\d{3}$' }, n_predict: 30, temperature: 1, seed: 6 });
+  assert(/^[A-Z]{2}-\d{3}$/.test(JSON.parse(pat.json.content)), `pattern: ${pat.json.content}`);
+  const badPattern = await post(s, '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } } });
+  assertError(badPattern, 400, 'response_format', 'backreference');
+  assert(/pattern: backreferences/.test(badPattern.json.error.message), `message: ${badPattern.json.error.message}`);
   assert(badSchema.json.error.message.includes('/properties/a'), badSchema.json.error.message);
 });
 
