@@ -5,6 +5,7 @@
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
+#include "kernels/kern_amx.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -129,6 +130,8 @@ const char *kernels_cpu_summary(void) {
     return summary;
 }
 
+bool kernels_cpu_has_amx(void) { return get_caps()->amx; }
+
 #if defined(__aarch64__)
 bool kernels_cpu_has_i8mm(void) { return get_caps()->i8mm; }
 #endif
@@ -148,6 +151,8 @@ bool kernels_cpu_can(kern_path_id p) {
         return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni &&
                c->avx2 && c->fma && c->f16c;
     case KPATH_NEON: return c->neon && c->dotprod;
+    /* The permission last: it is asked for only where tiles exist. */
+    case KPATH_AMX: return c->amx && kernels_cpu_can(KPATH_AVX512) && amx_permission();
     default: return false;
     }
 }
@@ -155,7 +160,7 @@ bool kernels_cpu_can(kern_path_id p) {
 bool kernels_path_available(kern_path_id p) { return kern_table_get(p) != NULL; }
 
 const char *kernels_path_name(kern_path_id p) {
-    static const char *names[KPATH_COUNT] = { "scalar", "avx2", "avx512", "neon" };
+    static const char *names[KPATH_COUNT] = { "scalar", "avx2", "avx512", "neon", "amx" };
     return (unsigned)p < KPATH_COUNT ? names[p] : "unknown";
 }
 
@@ -167,7 +172,7 @@ kern_path_id kernels_path_from_name(const char *name) {
 }
 
 static kern_path_id best_path(void) {
-    static const kern_path_id order[] = { KPATH_AVX512, KPATH_AVX2, KPATH_NEON };
+    static const kern_path_id order[] = { KPATH_AMX, KPATH_AVX512, KPATH_AVX2, KPATH_NEON };
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (kernels_path_available(order[i])) return order[i];
     return KPATH_SCALAR;
@@ -179,7 +184,7 @@ kern_path_id kernels_select(void) {
     if (env && *env && strcmp(env, "auto") != 0) {
         kern_path_id f = kernels_path_from_name(env);
         if (f == KPATH_COUNT)
-            fprintf(stderr, "hearth: HEARTH_KERNELS=%s is not a path (scalar, avx2, avx512, neon); using %s\n",
+            fprintf(stderr, "hearth: HEARTH_KERNELS=%s is not a path (scalar, avx2, avx512, amx, neon); using %s\n",
                     env, kernels_path_name(p));
         else if (!kernels_path_available(f))
             fprintf(stderr, "hearth: HEARTH_KERNELS=%s cannot run on this CPU or build; using %s\n",

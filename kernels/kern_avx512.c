@@ -11,11 +11,11 @@
  * blocks in order), so every output is bit-identical to the scalar oracle,
  * whatever M, the tile, or the thread split. */
 #include "kernels/kern_path.h"
+#include "kernels/kern_avx512_unpack.h"
 
 #include <immintrin.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 /* Activation rows in one register tile: 6 for the block formats (12 integer
  * and 12 float accumulators), 4 for the K-quants and Q6_K, whose extra scale
  * vectors would not fit beside 6. A batch is cut into tiles as equal as
@@ -24,50 +24,10 @@
 #define MR_MAX 6
 INLINE int mr_limit(int fmt) { return kp_is_kquant(fmt) ? 4 : MR_MAX; }
 
-
 INLINE __m512i bcast4(const int8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
-}
-
-INLINE __mmask64 load_mask(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return _cvtu64_mask64(v);
-}
-
-INLINE __m512 load_ph(const void *p) { return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p)); }
-
-/* Weight vectors of chunk c (k 8c..8c+7) of one 32-k block: lo has k 8c..8c+3
- * of the 16 rows, hi k 8c+4..8c+7, as unsigned bytes. */
-INLINE void unpack(const uint8_t *qb, int c, int fmt, __m512i *lo, __m512i *hi) {
-    if (fmt == FMT_Q8_0) {
-        *lo = _mm512_load_si512(qb + 128 * c);
-        *hi = _mm512_load_si512(qb + 128 * c + 64);
-        return;
-    }
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i v = _mm512_load_si512(qb + 64 * c);
-    if (fmt == FMT_Q6_K) {
-        /* Crumbs: bits 2t..2t+1 of H hold bits 4..5 of vector 4h+t. Move them
-         * to bits 4..5, keep those, and merge with the nibble:
-         * ternlog 0xEC is (A & C) | B. */
-        const __m512i m30 = _mm512_set1_epi8(0x30);
-        __m512i H = _mm512_load_si512(qb + 256 + 64 * (c / 2));
-        __m512i hl = (c & 1) ? H : _mm512_slli_epi16(H, 4);
-        __m512i hh = (c & 1) ? _mm512_srli_epi16(H, 2) : _mm512_slli_epi16(H, 2);
-        *lo = _mm512_ternarylogic_epi32(v, _mm512_and_si512(hl, m30), m4, 0xec);
-        *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), _mm512_and_si512(hh, m30), m4, 0xec);
-        return;
-    }
-    *lo = _mm512_and_si512(v, m4);
-    *hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    if (fmt == FMT_Q5_0 || fmt == FMT_Q5_1 || fmt == FMT_Q5_K) {
-        const __m512i b4 = _mm512_set1_epi8(16);
-        *lo = _mm512_mask_add_epi8(*lo, load_mask(qb + 256 + 16 * c), *lo, b4);
-        *hi = _mm512_mask_add_epi8(*hi, load_mask(qb + 256 + 16 * c + 8), *hi, b4);
-    }
 }
 
 /* acc[m][p] += weights of chunks [c0, c1) . activations, for MR rows and
@@ -275,7 +235,7 @@ KP_DEFINE_ROWS(avx512_rows, rows_fmt)
 /* act_quantize_row, bit for bit: amax of |x| ignoring NaN, d = amax / 127,
  * id = 1 / d (0 when d is 0), q = x * id rounded to nearest even and clamped
  * to +-127 (NaN -> -127, as nearest_clamped does), plus the half sums. */
-static void avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
+void kern_avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
     for (int64_t b = 0; b < n / QK; b++) {
@@ -304,7 +264,7 @@ const kern_path kern_path_avx512 = {
     .name = "avx512",
     .packs = kp_packs_all,
     .rows = avx512_rows,
-    .quantize = avx512_quantize,
+    .quantize = kern_avx512_quantize,
     .q6_crumbs = true,
     .pairs_interleaved = true,
 };

@@ -104,6 +104,10 @@ typedef struct act_extra {
     int32_t pad;
 } act_extra;
 
+/* The act_extra of nb activation blocks for a weight of `type` (slo: the
+ * blocks' half sums), as kern_matmul fills them. */
+void kern_act_extra(int type, const act_q8 *q, const int32_t *slo, act_extra *e, int64_t nb);
+
 typedef struct kern_path {
     const char *name;
     /* True if this path computes `type` from the panel layout; other types
@@ -127,6 +131,8 @@ extern const kern_path kern_path_scalar;
 #if defined(__x86_64__)
 extern const kern_path kern_path_avx2;
 extern const kern_path kern_path_avx512;
+/* The AVX-512 activation quantizer (the AMX path's too). */
+void kern_avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n);
 #endif
 #if defined(__aarch64__)
 /* kernels/kern_neon.c (always built on aarch64). Not weak: a weak reference

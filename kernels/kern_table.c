@@ -2,11 +2,13 @@
  * place that says which vector version of each step a path runs. */
 #include "kernels/kern_table.h"
 #include "kernels/kern_path.h"
+#include "kernels/kern_amx.h"
 
 static bool scalar_available(void) { return true; }
 #if defined(__x86_64__)
 static bool avx2_available(void) { return kernels_cpu_can(KPATH_AVX2); }
 static bool avx512_available(void) { return kernels_cpu_can(KPATH_AVX512); }
+static bool amx_available(void) { return kernels_cpu_can(KPATH_AMX); }
 #endif
 #if defined(__aarch64__)
 static bool neon_available(void) { return kernels_cpu_can(KPATH_NEON); }
@@ -21,6 +23,10 @@ static const kern_table tables[KPATH_COUNT] = {
     [KPATH_AVX512] = { KPATH_AVX512, "avx512", avx512_available, &kern_path_avx512,
                        op_rmsnorm_avx512, op_rope_apply_avx512, op_to_fp16_avx512,
                        { op_swiglu_avx512, op_geglu_avx512 }, attn_group_avx512 },
+    /* The AVX-512 table but for the matmul (whose small batches are the AVX-512 rows). */
+    [KPATH_AMX] = { KPATH_AMX, "amx", amx_available, &kern_path_amx,
+                    op_rmsnorm_avx512, op_rope_apply_avx512, op_to_fp16_avx512,
+                    { op_swiglu_avx512, op_geglu_avx512 }, attn_group_avx512 },
 #endif
 #if defined(__aarch64__)
     [KPATH_NEON] = { KPATH_NEON, "neon", neon_available, &kern_path_neon,

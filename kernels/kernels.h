@@ -56,7 +56,9 @@ int kern_prepare_weight(const struct kern_table *t, hweight *w);
 void kern_release_weight(hweight *w);
 
 /* Path selection: the default for models loaded after it. */
-typedef enum { KPATH_SCALAR = 0, KPATH_AVX2, KPATH_AVX512, KPATH_NEON, KPATH_COUNT } kern_path_id;
+/* KPATH_AMX: the AVX-512 path with its batches of 16 rows or more on AMX
+ * int8 tiles (same packed weights, same bits). */
+typedef enum { KPATH_SCALAR = 0, KPATH_AVX2, KPATH_AVX512, KPATH_NEON, KPATH_AMX, KPATH_COUNT } kern_path_id;
 /* Probe the CPU (honouring HEARTH_KERNELS); returns the selected path. */
 kern_path_id kernels_select(void);
 /* Force a path (tests, bench). Returns false if this CPU or build cannot run it. */
@@ -67,5 +69,10 @@ bool kernels_path_available(kern_path_id p);
 kern_path_id kernels_path_from_name(const char *name); /* KPATH_COUNT if unknown */
 /* The CPU features the probe found, e.g. "avx2 fma f16c avx512f ..." (for logs). */
 const char *kernels_cpu_summary(void);
+/* The CPU reports AMX-TILE and AMX-INT8 and the OS enables their state. */
+bool kernels_cpu_has_amx(void);
+/* "usable", or why the AMX tiles are not (the CPU, the OS permission, a
+ * tile config that does not read back). */
+const char *kernels_amx_status(void);
 
 #endif

@@ -64,7 +64,7 @@ static void reference_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t 
 }
 
 /* What a format's kernels need per activation block (see act_extra). */
-static void fill_extra(int type, const act_q8 *q, const int32_t *slo, act_extra *e, int64_t nb) {
+void kern_act_extra(int type, const act_q8 *q, const int32_t *slo, act_extra *e, int64_t nb) {
     int off = type == FMT_Q4_0 ? 8 : type == FMT_Q5_0 ? 16 : type == FMT_Q8_0 ? 128
             : type == FMT_Q6_K ? 32 : 0;
     for (int64_t b = 0; b < nb; b++) {
@@ -84,7 +84,7 @@ static void quant_rows(void *ctx, int64_t begin, int64_t end, int worker) {
         act_q8 *q = j->q + m * nb;
         int32_t *slo = j->slo + m * nb;
         j->quantize(j->x + m * j->n_in, q, slo, j->n_in);
-        for (int t = 0; t < j->n_types; t++) fill_extra(j->type[t], q, slo, j->ext[t] + m * nb, nb);
+        for (int t = 0; t < j->n_types; t++) kern_act_extra(j->type[t], q, slo, j->ext[t] + m * nb, nb);
     }
 }
 
