@@ -150,6 +150,19 @@ static void test_errors(void) {
     fails("{{ 1 / 0 }}", "division by zero");
     fails("{{ 1 < 'a' }}", "compare");
     fails("{% set x = 1 %}{% set x.y = 2 %}", "namespace");
+    /* what transformers' immutable sandbox refuses (and the reference lacks): clear errors */
+    fails("{% set x = [1] %}{% set _ = x.append(2) %}", "cannot change a list in place");
+    fails("{% set x = [1] %}{{ x.pop() }}", "immutable sandbox");
+    fails("{% set x = [1] %}{% do x.extend([2]) %}", "cannot change a list");
+    fails("{% set x = [1] %}{{ x.insert(0, 2) }}", "cannot change a list");
+    fails("{% set d = {'a': 1} %}{% do d.update({'b': 2}) %}", "cannot change a dict in place");
+    fails("{% set d = {} %}{{ d.setdefault('a', 1) }}", "cannot change a dict");
+    eq("{% set x = [1] %}{{ x.append is defined }}|{{ x + [2] }}", "true|[1, 2]");
+    eq("{% set d = {'update': 3, 'pop': 4} %}{{ d.update }}{{ d.pop }}", "34");   /* keys of those names read as keys */
+    fails("{% for x in [1] recursive %}{{ loop(x) }}{% endfor %}", "recursive for loops are not supported");
+    fails("{% include 'other.jinja' %}", "unsupported tag 'include'");
+    fails("{% import 'm.jinja' as m %}", "unsupported tag 'import'");
+    fails("{% extends 'base.jinja' %}", "unsupported tag 'extends'");
 }
 
 static void test_limits(void) {

@@ -345,6 +345,17 @@ static jv m_list_count(jctx *c, const jv *l, jargs *a, int line) {
     return jv_int(n);
 }
 
+/* The methods that change a list or dict in place: transformers renders chat
+ * templates in Jinja2's immutable sandbox, which refuses them, and the
+ * reference renderer has none, so a template that calls one works nowhere.
+ * They exist (`x.append is defined`, as in the sandbox) and fail when called. */
+static jv m_mutate(jctx *c, const jv *s, jargs *a, int line) {
+    (void)a;
+    jfail(c, line, "a chat template cannot change a %s in place (append, pop, insert, extend, remove, update, setdefault...): "
+                   "transformers renders templates in an immutable sandbox; build a new value with set, + or namespace()",
+          s->t == JV_LIST ? "list" : "dict");
+}
+
 typedef struct { const char *name; jfunc f; } method;
 
 static const method str_methods[] = {
@@ -358,15 +369,24 @@ static const method str_methods[] = {
     { NULL, NULL } };
 static const method dict_methods[] = {
     { "get", m_get }, { "items", m_items }, { "keys", m_keys }, { "values", m_values }, { "copy", m_copy },
+    { "update", m_mutate }, { "setdefault", m_mutate }, { "pop", m_mutate }, { "popitem", m_mutate }, { "clear", m_mutate },
     { NULL, NULL } };
-static const method list_methods[] = { { "index", m_index }, { "count", m_list_count }, { "copy", m_copy }, { NULL, NULL } };
+static const method list_methods[] = {
+    { "index", m_index }, { "count", m_list_count }, { "copy", m_copy },
+    { "append", m_mutate }, { "pop", m_mutate }, { "insert", m_mutate }, { "extend", m_mutate }, { "remove", m_mutate },
+    { "clear", m_mutate }, { "sort", m_mutate }, { "reverse", m_mutate },
+    { NULL, NULL } };
 
 jv jmethod(jctx *c, const jv *self, const char *name, size_t n, int line) {
     (void)line;
     const method *m = self->t == JV_STR ? str_methods : self->t == JV_DICT ? dict_methods :
                       self->t == JV_LIST ? list_methods : NULL;
     for (; m && m->name; m++)
-        if (strlen(m->name) == n && !memcmp(m->name, name, n)) return bound(c, m->f, self, m->name);
+        if (strlen(m->name) == n && !memcmp(m->name, name, n)) {
+            /* a key of that name (a tool's "update" parameter) is read as the reference reads it */
+            if (m->f == m_mutate && self->t == JV_DICT && jd_get(self->u.d, jv_strref(name, n))) return jv_undef();
+            return bound(c, m->f, self, m->name);
+        }
     return jv_undef();
 }
 

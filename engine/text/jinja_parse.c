@@ -527,7 +527,8 @@ static jnode *statement(parser *P) {
         if (!accept_name(P, "in")) pfail(P, "expected 'in' in 'for', found %s", tok_desc(P));
         n->a = tuple_rest(P, expr_nocond(P), true);
         if (accept_name(P, "if")) n->b = expr_nocond(P);
-        accept_name(P, "recursive");
+        if (accept_name(P, "recursive"))   /* the reference does not parse it; no chat template is known to use it */
+            pfail(P, "recursive for loops are not supported");
         end_block(P, "for");
         static const char *const e[] = { "else", "endfor", NULL };
         n->c = body(P, e, &found);
