@@ -69,6 +69,7 @@ struct http_req {
     char addr[64];
     char *body;
     size_t len, cap;
+    size_t taken;             /* len when the body was taken (http_take_body) */
     uint64_t seen;            /* body bytes received, kept or not */
     bool too_large;
     bool over_budget;         /* the global body budget was spent */
@@ -644,7 +645,7 @@ const char *http_body(const http_req *r, size_t *len) {
 }
 char *http_take_body(http_req *r, size_t *len) {
     char *b = r->body;
-    *len = r->len;
+    *len = r->taken = r->len;
     r->body = NULL;
     r->len = r->cap = 0;
     return b;
@@ -654,6 +655,7 @@ void http_give_body(http_req *r, char *body, size_t len) {
     r->body = body;
     r->len = r->cap = len;
 }
+size_t http_body_size(const http_req *r) { return r->body ? r->len : r->taken; }
 bool http_body_too_large(const http_req *r) { return r->too_large; }
 bool http_body_over_budget(const http_req *r) { return r->over_budget; }
 const char *http_framing_error(const http_req *r) { return r->framing_err; }

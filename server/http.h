@@ -62,6 +62,8 @@ const char *http_body(const http_req *r, size_t *len);          /* NUL-terminate
  * request has none after. http_give_body hands it back. */
 char *http_take_body(http_req *r, size_t *len);
 void http_give_body(http_req *r, char *body, size_t len);
+/* The body's length as received, also once taken. */
+size_t http_body_size(const http_req *r);
 bool http_body_too_large(const http_req *r);
 bool http_body_over_budget(const http_req *r);
 /* Why the request's framing is refused (Content-Length with Transfer-Encoding,

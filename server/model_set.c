@@ -295,7 +295,9 @@ static void start_load(model_entry *e) {
     }
 }
 
-static bool idle(const model_entry *e) { return e->state == MODEL_READY && !e->s.gens && !e->waiting; }
+static bool idle(const model_entry *e) {
+    return e->state == MODEL_READY && !e->s.gens && !e->waiting && !e->s.offloaded;
+}
 
 static void start_unload(model_entry *e) {
     if (!idle(e)) return;

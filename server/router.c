@@ -5,6 +5,7 @@
 #include "server/errors.h"
 #include "server/utf8.h"
 #include "server/model_set.h"
+#include "server/offload.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,15 +275,38 @@ static bool precheck(server *s, http_req *r, const route *rt) {
 }
 
 /* ---- the body, parsed off the loop when it is large ------------------------------- */
-#define OFF_LOOP_BYTES (64 << 10)   /* smaller bodies parse in well under a millisecond */
 
-enum { PARSE_OK, PARSE_UTF8, PARSE_NUL, PARSE_JSON, PARSE_NOT_OBJECT };
+/* Each JSON value costs a cJSON node (64 bytes) on top of its text: a body
+ * of "1,1,1,..." would cost 32 times its size. The nodes are counted before
+ * the parse so one request's tree stays under JSON_MAX_VALUES x 64 bytes. */
+#define JSON_MAX_VALUES ((size_t)2 << 20)
+
+enum { PARSE_OK, PARSE_UTF8, PARSE_NUL, PARSE_JSON, PARSE_NOT_OBJECT, PARSE_TOO_MANY };
+
+/* At least the number of values in b (commas and openings outside strings, plus one). */
+static size_t json_values_bound(const char *b, size_t len) {
+    size_t n = 1;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = b[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == ',' || c == '[' || c == '{') {
+            n++;
+        }
+    }
+    return n;
+}
 
 /* The whole body checked and parsed; no server state is touched, so it runs on any thread. */
 static int parse_body(const char *b, size_t len, cJSON **out, size_t *at) {
     *out = NULL;
     if (!utf8_valid(b, len) || memchr(b, 0, len)) return PARSE_UTF8;
     if (has_nul_escape(b, len)) return PARSE_NUL;
+    if (json_values_bound(b, len) > JSON_MAX_VALUES) return PARSE_TOO_MANY;
     const char *end = NULL;
     cJSON *body = cJSON_ParseWithOpts(b, &end, true);
     if (!body) {
@@ -317,6 +341,9 @@ static void finish_parse(parse_job *j) {
         respond_error(r, 400, NULL, "invalid_json", "The request body is not valid JSON (at byte %zu)", j->at);
         return;
     case PARSE_NOT_OBJECT: respond_error(r, 400, NULL, "invalid_json", "The request body must be a JSON object"); return;
+    case PARSE_TOO_MANY:
+        respond_error(r, 413, NULL, "request_too_large", "The request body holds more than %zu JSON values", JSON_MAX_VALUES);
+        return;
     default: break;
     }
     if (j->s->stopping) {
@@ -357,7 +384,7 @@ static bool parse_off_loop(server *s, http_req *r, const route *rt) {
     j->s = s; j->r = r; j->rt = rt;
     j->b = http_take_body(r, &j->len);
     j->work.data = j;
-    if (!j->b || uv_queue_work(s->loop, &j->work, parse_work, parse_done)) {
+    if (!j->b || offload_queue(s->loop, &j->work, parse_work, parse_done, true)) {
         if (j->b) http_give_body(r, j->b, j->len);
         free(j);
         return false;
@@ -394,7 +421,7 @@ void route_request(void *ud, http_req *r) {
     }
     size_t len;
     http_body(r, &len);
-    if (len >= OFF_LOOP_BYTES && s->loop && parse_off_loop(s, r, rt)) return;
+    if (len >= OFFLOAD_LARGE_BYTES && s->loop && parse_off_loop(s, r, rt)) return;
     parse_job j = { .s = s, .r = r, .rt = rt };
     j.b = (char *)http_body(r, &j.len);
     j.rc = parse_body(j.b, j.len, &j.body, &j.at);

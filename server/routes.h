@@ -14,9 +14,6 @@ void route_completion(server *s, http_req *r, const cJSON *body);
 void route_infill(server *s, http_req *r, const cJSON *body);
 void route_tokenize(server *s, http_req *r, const cJSON *body);
 void route_detokenize(server *s, http_req *r, const cJSON *body);
-/* Their answers, computed from the model alone (any thread): NULL with e. */
-cJSON *tokenize_answer(const server *s, const cJSON *body, api_error *e);
-cJSON *detokenize_answer(const server *s, const cJSON *body, api_error *e);
 void route_apply_template(server *s, http_req *r, const cJSON *body);
 /* routes_embed.c: OpenAI's /v1/embeddings, llama-server's /embedding */
 void route_embeddings(server *s, http_req *r, const cJSON *body);

@@ -4,6 +4,7 @@
 #include "server/errors.h"
 #include "server/fmt.h"
 #include "server/gen.h"
+#include "server/offload.h"
 #include "server/prompt.h"
 #include "server/request_json.h"
 #include "server/utf8.h"
@@ -11,148 +12,199 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void start(server *s, http_req *r, gen_opts *o, int32_t *ids, int n, bool truncated) {
-    cJSON *settings = fmt_settings(s, o);   /* now, while the stop strings live */
-    gen *g = gen_create(s, r, GEN_LLAMA, &fmt_llama, o);
+/* The generation, on the loop: takes p->o; the prompt stays p's. */
+static void start(server *s, http_req *r, const cJSON *body, route_prep *p) {
+    (void)body;   /* still alive: p->o's stop strings point into it */
+    cJSON *settings = fmt_settings(s, &p->o);
+    gen *g = gen_create(s, r, GEN_LLAMA, &fmt_llama, &p->o);
     if (g) {
         g->settings = settings;
         settings = NULL;
-        g->truncated = truncated;
-        gen_submit(g, ids, n);
+        g->truncated = p->truncated;
+        gen_submit(g, p->ids[0], p->lens[0]);
     }
     cJSON_Delete(settings);
-    free(ids);
 }
 
 /* llama.cpp ignores "model" on its own endpoints; so does hearth. */
-void route_completion(server *s, http_req *r, const cJSON *body) {
-    api_error e;
-    gen_opts o;
-    gen_opts_init(&o);
-    int32_t *ids = NULL;
-    int n = -1;
-    if (!parse_gen_opts(s, body, GEN_LLAMA, &o, &e)) goto fail;
-    n = prompt_from_field(s, cJSON_GetObjectItemCaseSensitive(body, "prompt"), false, &ids, NULL, &e);
-    if (n < 0 || !prompt_fits(s, n, "prompt", &e)) goto fail;
-    start(s, r, &o, ids, n, false);
-    return;
-fail:
-    free(ids);
-    gen_opts_free(&o);
-    api_error_respond(r, &e);
+static bool completion_prep(const server *s, const cJSON *body, route_prep *p) {
+    api_error *e = &p->e;
+    if (!parse_gen_opts(s, body, GEN_LLAMA, &p->o, e)) return false;
+    p->n_prompts = 1;
+    p->lens[0] = prompt_from_field(s, cJSON_GetObjectItemCaseSensitive(body, "prompt"), false, &p->ids[0], NULL, e);
+    return p->lens[0] >= 0 && prompt_fits(s, p->lens[0], "prompt", e);
 }
+
+void route_completion(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, completion_prep, start); }
 
 /* As llama.vim and llama.vscode call it: input_prefix, input_suffix,
  * input_extra, prompt (the text before the cursor on its line), n_predict
  * (0 only warms the cache), n_indent, samplers, response_fields, ... */
-void route_infill(server *s, http_req *r, const cJSON *body) {
-    api_error e;
-    gen_opts o;
-    gen_opts_init(&o);
-    int32_t *ids = NULL;
-    int n = -1;
+static bool infill_prep(const server *s, const cJSON *body, route_prep *p) {
+    api_error *e = &p->e;
     fim_input in = { .trim = true, .param = "input_suffix" };
-    if (!parse_gen_opts(s, body, GEN_LLAMA, &o, &e) || !jf_str(body, "input_prefix", &in.prefix, &e) ||
-        !jf_str(body, "input_suffix", &in.suffix, &e) || !jf_str(body, "prompt", &in.middle, &e))
-        goto fail;
+    if (!parse_gen_opts(s, body, GEN_LLAMA, &p->o, e) || !jf_str(body, "input_prefix", &in.prefix, e) ||
+        !jf_str(body, "input_suffix", &in.suffix, e) || !jf_str(body, "prompt", &in.middle, e))
+        return false;
     in.extra = jf_get(body, "input_extra");
-    if (in.extra && !cJSON_IsArray(in.extra)) {
-        api_fail(&e, 400, "input_extra", "invalid_type", "'input_extra' must be a list of {filename, text}");
-        goto fail;
-    }
-    in.n_predict = o.jp.max_tokens;
-    bool cut;
-    n = prompt_fim(s, &in, &ids, &cut, &e);
-    if (n < 0 || !prompt_fits(s, n, "input_prefix", &e)) goto fail;
-    start(s, r, &o, ids, n, cut);
-    return;
-fail:
-    free(ids);
-    gen_opts_free(&o);
-    api_error_respond(r, &e);
+    if (in.extra && !cJSON_IsArray(in.extra))
+        return api_fail(e, 400, "input_extra", "invalid_type", "'input_extra' must be a list of {filename, text}");
+    in.n_predict = p->o.jp.max_tokens;
+    p->n_prompts = 1;
+    p->lens[0] = prompt_fim(s, &in, &p->ids[0], &p->truncated, e);
+    return p->lens[0] >= 0 && prompt_fits(s, p->lens[0], "input_prefix", e);
 }
 
-/* Reads only the model, so it may run off the loop (router.c does for large bodies). */
-cJSON *tokenize_answer(const server *s, const cJSON *body, api_error *e) {
+void route_infill(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, infill_prep, start); }
+
+/* Caps on what one /tokenize or /detokenize may ask, so that its memory is
+ * bounded by a small multiple of them (the answer is printed as it is
+ * made, not built as a JSON tree): ids 4 bytes a token, the answer about
+ * 8 bytes a token, pieces a few times their text. */
+#define TOKENIZE_MAX_BYTES ((size_t)4 << 20)
+#define DETOKENIZE_MAX_IDS (1 << 20)
+#define DETOKENIZE_MAX_TEXT ((size_t)16 << 20)
+
+typedef struct { char *p; size_t n, cap; bool oom; } outbuf;
+
+static void out_put(outbuf *b, const char *s, size_t len) {
+    if (b->oom) return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + len + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) { b->oom = true; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = 0;
+}
+
+static void out_json(outbuf *b, cJSON *item) {   /* printed, then deleted */
+    char *t = item ? cJSON_PrintUnformatted(item) : NULL;
+    cJSON_Delete(item);
+    if (!t) { b->oom = true; return; }
+    out_put(b, t, strlen(t));
+    free(t);
+}
+
+static bool out_take(outbuf *b, route_prep *p) {
+    if (b->oom) { free(b->p); return api_fail(&p->e, 500, NULL, NULL, "out of memory"); }
+    p->answer = b->p;
+    p->answer_len = b->n;
+    p->body_done = true;
+    return true;
+}
+
+/* One token of a with_pieces answer: {"id":N,"piece":"text"} or, for part
+ * of a character, its bytes as llama.cpp does. */
+static cJSON *token_entry(const server *s, int32_t id, char *buf, size_t cap) {
+    size_t len = tokenizer_token_bytes(s->model->tok, id, true, buf, cap);
+    cJSON *t = cJSON_CreateObject(), *piece, *bytes;
+    cJSON_AddNumberToObject(t, "id", id);
+    if (utf8_valid(buf, len) && !memchr(buf, 0, len)) {
+        cJSON_AddItemToObject(t, "piece", utf8_json_string(buf, len));
+    } else {
+        fmt_token_piece(s, id, &piece, &bytes);
+        cJSON_Delete(piece);
+        cJSON_AddItemToObject(t, "piece", bytes);
+    }
+    return t;
+}
+
+static bool tokenize_prep(const server *s, const cJSON *body, route_prep *p) {
+    api_error *e = &p->e;
     const char *content = NULL;
     bool add_special = false, parse_special = true, with_pieces = false;
     if (!jf_str(body, "content", &content, e) || !jf_bool(body, "add_special", &add_special, e) ||
         !jf_bool(body, "parse_special", &parse_special, e) || !jf_bool(body, "with_pieces", &with_pieces, e))
-        return NULL;
-    if (!content) { api_fail(e, 400, "content", "missing_field", "'content' is required"); return NULL; }
+        return false;
+    if (!content) return api_fail(e, 400, "content", "missing_field", "'content' is required");
+    size_t len = strlen(content);
+    if (len > TOKENIZE_MAX_BYTES)
+        return api_fail(e, 400, "content", "string_above_max_length", "'content' is %zu bytes; at most %zu may be tokenized at once",
+                        len, TOKENIZE_MAX_BYTES);
     int32_t *ids;
-    int n = prompt_tokenize(s, content, strlen(content), add_special, parse_special, &ids, e);
-    if (n < 0) return NULL;
-    cJSON *o = cJSON_CreateObject(), *toks = cJSON_AddArrayToObject(o, "tokens");
-    for (int i = 0; i < n; i++) {
-        if (!with_pieces) { cJSON_AddItemToArray(toks, cJSON_CreateNumber(ids[i])); continue; }
-        char buf[1024];
-        size_t len = tokenizer_token_bytes(s->model->tok, ids[i], true, buf, sizeof buf);
-        if (len > sizeof buf) len = sizeof buf;
-        cJSON *t = cJSON_CreateObject(), *piece, *bytes;
-        cJSON_AddNumberToObject(t, "id", ids[i]);
-        if (utf8_valid(buf, len) && !memchr(buf, 0, len)) {
-            cJSON_AddItemToObject(t, "piece", utf8_json_string(buf, len));
-        } else {   /* part of a character: its bytes, as llama.cpp does */
-            fmt_token_piece(s, ids[i], &piece, &bytes);
-            cJSON_Delete(piece);
-            cJSON_AddItemToObject(t, "piece", bytes);
+    int n = prompt_tokenize(s, content, len, add_special, parse_special, &ids, e);
+    if (n < 0) return false;
+    size_t cap = tokenizer_max_piece(s->model->tok) + 4;   /* no piece cut */
+    char *piece = with_pieces ? malloc(cap) : NULL;
+    outbuf b = { .oom = with_pieces && !piece };
+    out_put(&b, "{\"tokens\":[", 11);
+    for (int i = 0; i < n && !b.oom; i++) {
+        if (i) out_put(&b, ",", 1);
+        if (with_pieces) {
+            out_json(&b, token_entry(s, ids[i], piece, cap));
+        } else {
+            char num[16];
+            out_put(&b, num, (size_t)snprintf(num, sizeof num, "%d", (int)ids[i]));
         }
-        cJSON_AddItemToArray(toks, t);
     }
+    out_put(&b, "]}", 2);
+    free(piece);
     free(ids);
-    return o;
+    return out_take(&b, p);
 }
 
-/* Reads only the model, like tokenize_answer. */
-cJSON *detokenize_answer(const server *s, const cJSON *body, api_error *e) {
+static bool detokenize_prep(const server *s, const cJSON *body, route_prep *p) {
+    api_error *e = &p->e;
+    const tokenizer *tok = s->model->tok;
     const cJSON *t = jf_get(body, "tokens");
-    if (!t) { api_fail(e, 400, "tokens", "missing_field", "'tokens' is required"); return NULL; }
-    if (!cJSON_IsArray(t)) { api_fail(e, 400, "tokens", "invalid_type", "'tokens' must be a list of token ids"); return NULL; }
-    int n = cJSON_GetArraySize(t), n_vocab = tokenizer_n_vocab(s->model->tok), i = 0;
+    if (!t) return api_fail(e, 400, "tokens", "missing_field", "'tokens' is required");
+    if (!cJSON_IsArray(t)) return api_fail(e, 400, "tokens", "invalid_type", "'tokens' must be a list of token ids");
+    int n = cJSON_GetArraySize(t), n_vocab = tokenizer_n_vocab(tok), i = 0;
+    if (n > DETOKENIZE_MAX_IDS)
+        return api_fail(e, 400, "tokens", "array_above_max_length", "'tokens' holds %d ids; at most %d may be detokenized at once",
+                        n, DETOKENIZE_MAX_IDS);
+    size_t cap = tokenizer_max_piece(tok) + 4, total = 0;
     int32_t *ids = malloc(sizeof *ids * (size_t)(n ? n : 1));
-    if (!ids) { api_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
+    char *piece = malloc(cap);
+    if (!ids || !piece) { free(ids); free(piece); return api_fail(e, 500, NULL, NULL, "out of memory"); }
     const cJSON *it;
     cJSON_ArrayForEach(it, t) {
         double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
         if (d < 0 || d >= n_vocab || d != (double)(int32_t)d) {   /* range first: the cast of 1e10 is undefined */
             free(ids);
-            api_fail(e, 400, "tokens", "invalid_value", "tokens[%d] is not a token id below %d", i, n_vocab);
-            return NULL;
+            free(piece);
+            return api_fail(e, 400, "tokens", "invalid_value", "tokens[%d] is not a token id below %d", i, n_vocab);
         }
-        ids[i++] = (int32_t)d;
+        ids[i] = (int32_t)d;
+        total += tokenizer_token_bytes(tok, ids[i++], true, piece, cap);
+    }
+    free(piece);
+    if (total > DETOKENIZE_MAX_TEXT) {
+        free(ids);
+        return api_fail(e, 400, "tokens", "array_above_max_length", "the tokens decode to %zu bytes; at most %zu at once", total,
+                        DETOKENIZE_MAX_TEXT);
     }
     size_t len;
-    char *text = tokenizer_decode(s->model->tok, ids, n, true, &len);
+    char *text = tokenizer_decode(tok, ids, n, true, &len);
     free(ids);
-    if (!text) { api_fail(e, 500, NULL, NULL, "out of memory"); return NULL; }
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "content", utf8_json_string(text, len));
+    if (!text) return api_fail(e, 500, NULL, NULL, "out of memory");
+    outbuf b = { 0 };
+    out_put(&b, "{\"content\":", 11);
+    out_json(&b, utf8_json_string(text, len));
+    out_put(&b, "}", 1);
     free(text);
-    return o;
+    return out_take(&b, p);
 }
 
-static void respond_answer(http_req *r, cJSON *o, const api_error *e) {
-    if (o) respond_json(r, 200, o);
-    else api_error_respond(r, e);
-}
+void route_tokenize(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, tokenize_prep, offload_answer); }
 
-void route_tokenize(server *s, http_req *r, const cJSON *body) {
-    api_error e = { 0 };
-    respond_answer(r, tokenize_answer(s, body, &e), &e);
-}
+void route_detokenize(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, detokenize_prep, offload_answer); }
 
-void route_detokenize(server *s, http_req *r, const cJSON *body) {
-    api_error e = { 0 };
-    respond_answer(r, detokenize_answer(s, body, &e), &e);
-}
-
-void route_apply_template(server *s, http_req *r, const cJSON *body) {
-    api_error e;
-    char *text = prompt_render_chat(s, body, &e);
-    if (!text) { api_error_respond(r, &e); return; }
+/* The rendered prompt is bounded by the template interpreter (JINJA_MAX_OUTPUT). */
+static bool apply_template_prep(const server *s, const cJSON *body, route_prep *p) {
+    char *text = prompt_render_chat(s, body, &p->e);
+    if (!text) return false;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "prompt", utf8_json_string(text, strlen(text)));
     free(text);
-    respond_json(r, 200, o);
+    return offload_print(p, o);
+}
+
+void route_apply_template(server *s, http_req *r, const cJSON *body) {
+    offload_route(s, r, body, apply_template_prep, offload_answer);
 }

@@ -3,6 +3,7 @@
 #include "server/fmt.h"
 #include "server/gen.h"
 #include "server/gen_group.h"
+#include "server/offload.h"
 #include "server/prompt.h"
 #include "server/request_json.h"
 #include "server/reasoning.h"
@@ -129,38 +130,54 @@ static cJSON *template_body(const cJSON *body, const chat_tools *t) {
     return b;
 }
 
-void route_chat(server *s, http_req *r, const cJSON *body) {
-    api_error e;
-    gen_opts o;
-    gen_opts_init(&o);
-    chat_tools t = { 0 };
-    int32_t *ids = NULL;
-    char *text = NULL;
-    int n = -1;
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
-    if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_CHAT, &o, &e) ||
-        !chat_tools_parse(body, s->o.reasoning_format, &t, &e) || (cJSON_IsArray(msgs) && !chat_messages_check_tools(msgs, &e)))
-        goto fail;
-    cJSON *tb = template_body(body, &t);
-    text = prompt_render_chat(s, tb ? tb : body, &e);
-    cJSON_Delete(tb);
-    if (!text) goto fail;
-    output_parsing(s, &t, text, &o);
-    if (!force_calls(&t, &o, &e)) { free(text); goto fail; }
-    n = prompt_text_may_fit(s, strlen(text), "messages", &e) ? prompt_tokenize(s, text, strlen(text), true, true, &ids, &e) : -1;
-    free(text);
-    if (n < 0 || !prompt_fits(s, n, "messages", &e)) goto fail;
-    chat_tools_free(&t);
-    char *no_echo = NULL;
-    start(s, r, GEN_CHAT, &fmt_chat, &o, 1, &ids, &n, &no_echo);
-    free(ids);
-    return;
-fail:
-    chat_tools_free(&t);
-    free(ids);
-    gen_opts_free(&o);
-    api_error_respond(r, &e);
+/* The bytes of every string in the messages: the rendered prompt holds
+ * them all, so more than the context can take is refused before rendering. */
+static size_t messages_text_bytes(const cJSON *v) {
+    size_t n = 0;
+    for (; v; v = v->next) {
+        if (cJSON_IsString(v)) n += strlen(v->valuestring);
+        if (v->child) n += messages_text_bytes(v->child);
+    }
+    return n;
 }
+
+/* Everything before the generation, off the loop: options, tools, the
+ * template and the tokens. Chat's message texts are sized against the
+ * context before the template runs. */
+static bool chat_prep(const server *s, const cJSON *body, route_prep *p) {
+    api_error *e = &p->e;
+    gen_opts *o = &p->o;
+    chat_tools t = { 0 };
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(body, "messages");
+    bool ok = false;
+    char *text = NULL;
+    if (!check_model_field(s, body, e) || !parse_gen_opts(s, body, GEN_CHAT, o, e) ||
+        !chat_tools_parse(body, s->o.reasoning_format, &t, e) || (cJSON_IsArray(msgs) && !chat_messages_check_tools(msgs, e)) ||
+        !prompt_text_may_fit(s, cJSON_IsArray(msgs) ? messages_text_bytes(msgs->child) : 0, "messages", e))
+        goto out;
+    cJSON *tb = template_body(body, &t);
+    text = prompt_render_chat(s, tb ? tb : body, e);
+    cJSON_Delete(tb);
+    if (!text) goto out;
+    output_parsing(s, &t, text, o);
+    if (!force_calls(&t, o, e)) goto out;
+    p->n_prompts = 1;
+    p->lens[0] = prompt_text_may_fit(s, strlen(text), "messages", e) ? prompt_tokenize(s, text, strlen(text), true, true, &p->ids[0], e) : -1;
+    ok = p->lens[0] >= 0 && prompt_fits(s, p->lens[0], "messages", e);
+out:
+    free(text);
+    chat_tools_free(&t);
+    return ok;
+}
+
+/* On the loop: the generations, from what prep made (takes p->o). */
+static void chat_go(server *s, http_req *r, const cJSON *body, route_prep *p) {
+    (void)body;   /* still alive: p->o's stop strings point into it */
+    char *no_echo = NULL;
+    start(s, r, GEN_CHAT, &fmt_chat, &p->o, 1, p->ids, p->lens, &no_echo);
+}
+
+void route_chat(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, chat_prep, chat_go); }
 
 /* A list of prompts: texts, or token-id lists, more than one. */
 static bool prompt_list(const cJSON *p) {
@@ -174,50 +191,45 @@ static bool prompt_list(const cJSON *p) {
     return texts || lists;
 }
 
-void route_completions(server *s, http_req *r, const cJSON *body) {
-    api_error e;
-    gen_opts o;
-    gen_opts_init(&o);
-    int32_t *ids[GEN_MAX_PROMPTS] = { 0 };
-    char *echo[GEN_MAX_PROMPTS] = { 0 };
-    int lens[GEN_MAX_PROMPTS] = { 0 }, np = 1;
+static bool completions_prep(const server *s, const cJSON *body, route_prep *p) {
+    api_error *e = &p->e;
+    gen_opts *o = &p->o;
     const char *suffix = NULL;
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(body, "prompt");
-    if (!check_model_field(s, body, &e) || !parse_gen_opts(s, body, GEN_COMPLETION, &o, &e) ||
-        !jf_str(body, "suffix", &suffix, &e))
-        goto fail;
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(body, "prompt");
+    p->n_prompts = 1;
+    if (!check_model_field(s, body, e) || !parse_gen_opts(s, body, GEN_COMPLETION, o, e) || !jf_str(body, "suffix", &suffix, e))
+        return false;
     if (suffix && *suffix) {   /* fill in the middle: the prompt is the text before */
-        if (p && !cJSON_IsString(p)) {
-            api_fail(&e, 400, "prompt", "invalid_type", "with 'suffix', 'prompt' must be a string");
-            goto fail;
-        }
-        fim_input in = { .prefix = p ? p->valuestring : "", .suffix = suffix, .param = "suffix" };
+        if (pr && !cJSON_IsString(pr)) return api_fail(e, 400, "prompt", "invalid_type", "with 'suffix', 'prompt' must be a string");
+        fim_input in = { .prefix = pr ? pr->valuestring : "", .suffix = suffix, .param = "suffix" };
         bool cut;
-        lens[0] = prompt_fim(s, &in, &ids[0], &cut, &e);
-        if (lens[0] >= 0 && o.echo && !(echo[0] = strdup(in.prefix))) { api_fail(&e, 500, NULL, NULL, "out of memory"); goto fail; }
-        if (lens[0] < 0 || !prompt_fits(s, lens[0], "prompt", &e)) goto fail;
-    } else if (prompt_list(p)) {   /* one choice (or n) per prompt, in order */
-        np = cJSON_GetArraySize(p);
-        if (np > GEN_MAX_PROMPTS || np * (o.n_choices > 1 ? o.n_choices : 1) > GEN_MAX_PROMPTS) {
-            api_fail(&e, 400, "prompt", "invalid_value", "at most %d prompts times 'n' in one request", GEN_MAX_PROMPTS);
-            goto fail;
-        }
-        int i = 0;
-        const cJSON *it;
-        cJSON_ArrayForEach(it, p) {
-            lens[i] = prompt_from_field(s, it, true, &ids[i], o.echo ? &echo[i] : NULL, &e);
-            if (lens[i] < 0 || !prompt_fits(s, lens[i], "prompt", &e)) goto fail;
-            i++;
-        }
-    } else {
-        lens[0] = prompt_from_field(s, p, true, &ids[0], o.echo ? &echo[0] : NULL, &e);
-        if (lens[0] < 0 || !prompt_fits(s, lens[0], "prompt", &e)) goto fail;
+        p->lens[0] = prompt_fim(s, &in, &p->ids[0], &cut, e);
+        if (p->lens[0] >= 0 && o->echo && !(p->echo[0] = strdup(in.prefix))) return api_fail(e, 500, NULL, NULL, "out of memory");
+        return p->lens[0] >= 0 && prompt_fits(s, p->lens[0], "prompt", e);
     }
-    start(s, r, GEN_COMPLETION, &fmt_completion, &o, np, ids, lens, echo);
-    for (int i = 0; i < np; i++) { free(ids[i]); free(echo[i]); }
-    return;
-fail:
-    for (int i = 0; i < GEN_MAX_PROMPTS; i++) { free(ids[i]); free(echo[i]); }
-    gen_opts_free(&o);
-    api_error_respond(r, &e);
+    if (!prompt_list(pr)) {
+        p->lens[0] = prompt_from_field(s, pr, true, &p->ids[0], o->echo ? &p->echo[0] : NULL, e);
+        return p->lens[0] >= 0 && prompt_fits(s, p->lens[0], "prompt", e);
+    }
+    int np = cJSON_GetArraySize(pr);   /* one choice (or n) per prompt, in order */
+    if (np > GEN_MAX_PROMPTS || np * (o->n_choices > 1 ? o->n_choices : 1) > GEN_MAX_PROMPTS)
+        return api_fail(e, 400, "prompt", "invalid_value", "at most %d prompts times 'n' in one request", GEN_MAX_PROMPTS);
+    p->n_prompts = np;
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, pr) {
+        p->lens[i] = prompt_from_field(s, it, true, &p->ids[i], o->echo ? &p->echo[i] : NULL, e);
+        if (p->lens[i] < 0 || !prompt_fits(s, p->lens[i], "prompt", e)) return false;
+        i++;
+    }
+    return true;
+}
+
+static void completions_go(server *s, http_req *r, const cJSON *body, route_prep *p) {
+    (void)body;   /* still alive: p->o's stop strings point into it */
+    start(s, r, GEN_COMPLETION, &fmt_completion, &p->o, p->n_prompts, p->ids, p->lens, p->echo);
+}
+
+void route_completions(server *s, http_req *r, const cJSON *body) {
+    offload_route(s, r, body, completions_prep, completions_go);
 }

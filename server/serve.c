@@ -8,6 +8,7 @@
 #include "server/log_out.h"
 #include "server/gen.h"
 #include "server/model_set.h"
+#include "server/offload.h"
 #include "engine/text/chat_template.h"
 #include "server/reasoning.h"
 #include "server/tool_parse.h"
@@ -263,7 +264,9 @@ int cmd_serve(int argc, char **argv) {
     s->metrics = &st->metrics;
     signal(SIGPIPE, SIG_IGN);
 
-    setenv("UV_THREADPOOL_SIZE", "2", 0);   /* request bodies parsed off the loop (router.c): two workers */
+    char workers[8];   /* request bodies parsed and prompts made off the loop (offload.h) */
+    snprintf(workers, sizeof workers, "%d", OFFLOAD_WORKERS);
+    setenv("UV_THREADPOOL_SIZE", workers, 1);   /* the lanes count on it */
     if (uv_loop_init(&st->loop)) goto out;
     s->loop = &st->loop;
     http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = (size_t)s->o.max_body,

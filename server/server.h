@@ -71,6 +71,7 @@ typedef struct server {
     uv_async_t ev_async;
 
     gen *gens;                /* live generations */
+    int offloaded;            /* requests being prepared off the loop (offload.c): the model stays */
     uv_timer_t keepalive;
     uint64_t next_id;
 } server;

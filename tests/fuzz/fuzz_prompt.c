@@ -3,7 +3,7 @@
  * the end, an object) through the route: field checks, then the prompt
  * (messages -> chat template -> tokens, or a prompt field: text, token ids,
  * a mix, one prompt in a list; fill-in-the-middle for suffix and /infill).
- * It links router.c (the model set a stub of one loaded model; the embedding routes stubs), routes_oai.c, routes_llama.c, prompt.c, fmt_*.c and
+ * It links router.c (the model set a stub of one loaded model; the embedding routes stubs), offload.c, routes_oai.c, routes_llama.c, prompt.c, fmt_*.c and
  * request_json.c as they are; the HTTP layer and the generation (gen.c) are
  * stubs that record what a route did. The server (vocabulary, chat template,
  * context, batch) is picked by a hash of the body, so a body replays the
@@ -64,12 +64,13 @@ bool http_body_too_large(const http_req *r) { (void)r; return false; }
 bool http_body_over_budget(const http_req *r) { (void)r; return false; }
 const char *http_framing_error(const http_req *r) { (void)r; return NULL; }
 void http_close_after(http_req *r) { (void)r; }
-/* router.c parses large bodies on libuv's workers: refused here, so it parses inline */
+/* router.c and offload.c run large bodies and prompts on libuv's workers: refused here, so they run inline */
 int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work, uv_after_work_cb done) {
     (void)loop; (void)req; (void)work; (void)done;
     return -1;
 }
 char *http_take_body(http_req *r, size_t *len) { (void)r; *len = 0; return NULL; }
+size_t http_body_size(const http_req *r) { return r->len; }
 void http_give_body(http_req *r, char *body, size_t len) { (void)r; (void)body; (void)len; }
 void http_defer(http_req *r) { (void)r; }
 void http_on_close(http_req *r, void (*fn)(void *arg), void *arg) { (void)r; (void)fn; (void)arg; }
