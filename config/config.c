@@ -73,6 +73,13 @@ const config_setting config_settings[] = {
     { "timeout", "--timeout", "-to", CFG_INT, 1, 86400, NULL, "300", false,
       "seconds a connection may send and receive nothing before it is closed "
       "(a request waiting for tokens is not idle)", "SECONDS" },
+    { "max-connections", "--max-connections", NULL, CFG_INT, 8, 960, NULL, "960", false,
+      "connections at once, all clients together (8 to 960)", "N" },
+    { "connections-per-client", "--connections-per-client", NULL, CFG_INT, 0, 960, NULL, "64", false,
+      "connections one client address may hold open (0: no limit; behind a reverse proxy every "
+      "client is the proxy's address)", "N" },
+    { "timeout-busy", "--timeout-busy", NULL, CFG_INT, 1, 86400, NULL, "10", false,
+      "idle timeout once 3/4 of --max-connections are open, until under half", "SECONDS" },
     { "sse-keepalive", "--sse-keepalive", NULL, CFG_NUMBER, 0, 0, NULL, "5", false,
       "seconds of silence before an SSE comment (0: never)", "SECONDS" },
     { "metrics-compat", "--metrics-compat", NULL, CFG_BOOL, 0, 0, NULL, "false", false,

@@ -25,6 +25,7 @@
 
 #define DRAIN_MAX ((uint64_t)256 << 20)   /* read and drop at most this much of a too-large body */
 #define MAX_HEADERS 8
+#define CONN_MAX (FD_SETSIZE - 64)   /* MHD is driven with select sets: descriptors below FD_SETSIZE */
 #define OUT_MAX ((size_t)256 << 10)   /* a stream's unsent bytes past the socket buffers: a client that stops reading is dropped past this */
 
 typedef struct fd_watch {
@@ -35,6 +36,13 @@ typedef struct fd_watch {
     http_req *peer;           /* a suspended request whose client we watch */
     bool peer_data;           /* that client sent bytes: watch hang-ups only */
 } fd_watch;
+
+/* An open connection, for its idle timeout. */
+typedef struct http_conn {
+    struct MHD_Connection *c;
+    struct http_conn *prev, *next;
+    bool busy_timeout;        /* runs on cfg.busy_timeout_s */
+} http_conn;
 
 struct http_server {
     uv_loop_t *loop;
@@ -58,6 +66,10 @@ struct http_server {
     int n_closing;            /* handles whose close callback is still due */
     bool closed;
     http_req *reqs;           /* every live request */
+    http_conn *conns;         /* every open connection */
+    unsigned n_conns;
+    bool busy;                /* near the connection limit: idle timeouts are short */
+    bool busy_pending;        /* a connection opened since that is not on the short one yet */
 };
 
 struct http_req {
@@ -128,6 +140,7 @@ static void watch_drop(http_server *h, int fd) {
 }
 
 static void on_poll(uv_poll_t *p, int status, int events);
+static void tune_timeouts(http_server *h);
 
 static fd_watch *watch_get(http_server *h, int fd) {
     if (fd < 0) return NULL;
@@ -288,6 +301,7 @@ static void drive(http_server *h) {
     fd_set rs = h->rs, ws = h->ws, es = h->es;
     FD_ZERO(&h->rs); FD_ZERO(&h->ws); FD_ZERO(&h->es);
     MHD_run_from_select(h->d, &rs, &ws, &es);
+    tune_timeouts(h);
     sync_watchers(h);
     MHD_UNSIGNED_LONG_LONG ms;
     if (MHD_get_timeout(h->d, &ms) == MHD_YES)
@@ -517,11 +531,51 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
-    (void)socket_ctx;
-    (void)code;
     http_server *h = cls;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) watch_drop(h, (int)ci->connect_fd);   /* new or closing: any handle on it is stale */
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        http_conn *k = calloc(1, sizeof *k);   /* no memory: it keeps the normal timeout */
+        if (k) {
+            *k = (http_conn){ .c = c, .next = h->conns };
+            if (h->conns) h->conns->prev = k;
+            h->conns = k;
+        }
+        *socket_ctx = k;
+        h->n_conns++;
+        h->busy_pending |= h->busy;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        http_conn *k = *socket_ctx;
+        if (k) {
+            if (k->prev) k->prev->next = k->next;
+            else h->conns = k->next;
+            if (k->next) k->next->prev = k->prev;
+            free(k);
+            *socket_ctx = NULL;
+        }
+        h->n_conns--;
+    }
+}
+
+/* Near the connection limit every connection gets the shorter idle
+ * timeout (a suspended one, waiting for tokens, is never idle), so that
+ * idle ones cannot keep new clients out; under half the limit, the normal
+ * one again. Run between MHD's runs, where its connection lists are whole. */
+static void tune_timeouts(http_server *h) {
+    unsigned lim = h->cfg.max_conns, normal = h->cfg.timeout_s, fast = h->cfg.busy_timeout_s;
+    if (fast >= normal) return;
+    bool busy = h->busy ? h->n_conns > lim / 2 : h->n_conns >= lim - lim / 4;
+    if (busy == h->busy && !(busy && h->busy_pending)) return;
+    if (busy != h->busy)
+        log_out_printf("hearth: %u of %u connections open: idle ones now time out after %u s", h->n_conns, lim,
+                       busy ? fast : normal);
+    h->busy = busy;
+    h->busy_pending = false;
+    for (http_conn *k = h->conns; k; k = k->next) {
+        if (k->busy_timeout == busy) continue;
+        MHD_set_connection_option(k->c, MHD_CONNECTION_OPTION_TIMEOUT, busy ? fast : normal);
+        k->busy_timeout = busy;
+    }
 }
 
 /* ---- answers ---------------------------------------------------------------- */
@@ -696,15 +750,18 @@ http_server *http_start(uv_loop_t *loop, const http_config *c, char *err, size_t
     }
     unsigned flags = MHD_ALLOW_SUSPEND_RESUME;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    unsigned timeout = c->timeout_s ? c->timeout_s : 300;
+    if (!h->cfg.timeout_s) h->cfg.timeout_s = 300;
+    if (!h->cfg.busy_timeout_s) h->cfg.busy_timeout_s = h->cfg.timeout_s;
+    if (!h->cfg.max_conns || h->cfg.max_conns > CONN_MAX) h->cfg.max_conns = CONN_MAX;
     errno = 0;
     h->d = MHD_start_daemon(flags, (uint16_t)c->port, NULL, NULL, on_access, h,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-                            MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(FD_SETSIZE - 64),
+                            MHD_OPTION_CONNECTION_TIMEOUT, h->cfg.timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, h->cfg.max_conns,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, h->cfg.per_client,
                             MHD_OPTION_END);
     int e = errno;
     freeaddrinfo(ai);

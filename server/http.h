@@ -36,6 +36,10 @@ typedef struct http_config {
                                  (0: 4 x max_body); past it the handler sees over_budget */
     unsigned timeout_s;       /* close a connection idle this long (0: 300); MHD does not time
                                  out a suspended one, so a request waiting for tokens is not idle */
+    unsigned max_conns;       /* connections open at once (0: 960, the most select sets allow) */
+    unsigned per_client;      /* connections one client address may hold (0: no limit) */
+    unsigned busy_timeout_s;  /* idle timeout once 3/4 of max_conns are open, until under half
+                                 again (0: timeout_s), so idle connections cannot crowd others out */
     const char *cors_origin;  /* Access-Control-Allow-Origin on every answer, or NULL */
     http_handler_fn handler;
     http_handler_fn headers;  /* or NULL: see above */

@@ -84,6 +84,9 @@ static const struct binding { const char *key; size_t off; } bindings[] = {
     { "prompt-cache-size", offsetof(server_opts, prompt_cache_bytes) },
     { "max-body", offsetof(server_opts, max_body) },
     { "timeout", offsetof(server_opts, timeout_s) },
+    { "max-connections", offsetof(server_opts, max_conns) },
+    { "connections-per-client", offsetof(server_opts, per_client) },
+    { "timeout-busy", offsetof(server_opts, busy_timeout_s) },
     { "sse-keepalive", offsetof(server_opts, keepalive_s) },
     { "metrics-compat", offsetof(server_opts, metrics_compat) },
     { "no-webui", offsetof(server_opts, no_webui) },
@@ -270,7 +273,9 @@ int cmd_serve(int argc, char **argv) {
     if (uv_loop_init(&st->loop)) goto out;
     s->loop = &st->loop;
     http_config hc = { .host = s->o.host, .port = s->o.port, .max_body = (size_t)s->o.max_body,
-                       .timeout_s = (unsigned)s->o.timeout_s, .cors_origin = s->o.cors_origin,
+                       .timeout_s = (unsigned)s->o.timeout_s, .max_conns = (unsigned)s->o.max_conns,
+                       .per_client = (unsigned)s->o.per_client, .busy_timeout_s = (unsigned)s->o.busy_timeout_s,
+                       .cors_origin = s->o.cors_origin,
                        .handler = route_request, .headers = route_headers, .done = access_log, .ud = s };
     char err[512] = "";
     s->http = http_start(&st->loop, &hc, err, sizeof err);

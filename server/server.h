@@ -36,6 +36,8 @@ typedef struct server_opts {
     uint64_t prompt_cache_bytes;
     uint64_t max_body;
     int timeout_s;                       /* a connection idle this long is closed */
+    int max_conns, per_client;           /* connections at once; per client address (0: any) */
+    int busy_timeout_s;                  /* the idle timeout near max_conns */
     double keepalive_s;                  /* SSE comment after this much silence */
     bool metrics_compat;                 /* /metrics also has llamacpp:* names */
     const char *allowed_hosts;           /* more Host names, comma-separated, "*", or NULL */
