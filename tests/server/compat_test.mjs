@@ -181,13 +181,15 @@ export function register(h) {
     const s = await startServer(['-np', '1', '-c', '8192', '--sse-keepalive', '0'], await slowModel());
     for (const stream of [true, false]) {
       const c = rawRequest(s.port, 'POST', '/completion', { prompt: longPrompt(20), n_predict: 6000, stream, ignore_eos: true });
-      await waitFor(async () => (await slots(s))[0].n_decoded > 3, 20000, 'decoding');
+      // is_processing too: the last job's n_decoded stays on an idle slot, and
+      // a new request reaches its slot only once its prompt is made off the loop
+      await waitFor(async () => { const x = (await slots(s))[0]; return x.is_processing && x.n_decoded > 3; }, 20000, 'decoding');
       c.sock.destroy();
       await waitFor(async () => !(await slots(s))[0].is_processing, 10000, 'slot free');
     }
     // a client that leaves n = 2 choices (one running, one queued) cancels both
     const g = rawRequest(s.port, 'POST', '/v1/completions', { prompt: longPrompt(20), n: 2, max_tokens: 6000, stream: true, ignore_eos: true });
-    await waitFor(async () => (await slots(s))[0].n_decoded > 3, 20000, 'decoding n=2');
+    await waitFor(async () => { const x = (await slots(s))[0]; return x.is_processing && x.n_decoded > 3; }, 20000, 'decoding n=2');
     g.sock.destroy();
     await waitFor(async () => !(await slots(s))[0].is_processing, 10000, 'slot free after n=2');
     const lines = s.err.split('\n').filter((l) => / POST \/completion 499 /.test(l));
