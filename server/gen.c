@@ -355,6 +355,8 @@ void gen_events_drain(server *s) {
         case JOB_EV_DONE:
             on_done(g, &n->ev, n->stop_word);
             break;
+        case JOB_EV_PROMPT:
+            break;
         }
         free(n->text);
         free(n->stop_word);

@@ -32,7 +32,8 @@ static bool opts_dup(const gen_opts *o, gen_opts *c) {
 }
 
 /* One generation per prompt and choice (OpenAI's order: prompt by prompt,
- * its n choices together; choice k of a prompt samples with seed + k).
+ * its n choices together; choice k of a prompt samples with seed + k and
+ * shares the prefill of choice 0).
  * Takes over o, and ids[i] / echo[i] stay the caller's. */
 static void start(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen_opts *o,
                   int n_prompts, int32_t *const *ids, const int *lens, char *const *echo) {
@@ -77,6 +78,8 @@ static void start(server *s, http_req *r, gen_kind kind, const gen_fmt *fmt, gen
         return;
     }
     for (int i = 0; i < total; i++) {
+        /* a prompt's later choices take its first choice's prefill (the engine copies the KV) */
+        if (i % per) m[i]->o.jp.prefill_from = m[i - i % per]->job;
         gen_submit(m[i], ids[i / per], lens[i / per]);
         if (m[i]->ended) break;   /* it failed: the answer is the error; the rest are not run */
     }

@@ -5,12 +5,17 @@
  * - chunked prefill == one-shot prefill;
  * - cancelling one stream changes nothing in the others;
  * - a prompt reusing a resident prefix == a fresh prefill;
+ * - choices sharing one prefill (prefill_from) == each run alone, greedy
+ *   and seeded, and when the job they share with is cancelled or its
+ *   sliding-window rings moved on (then they prefill by themselves);
+ * - prompt logprobs == teacher forcing the prompt one token at a time;
  * the ways a job ends: max_tokens, stop strings, context full, queue full;
  * and the prompt budget while a stream generates (n_batch_decoding).
  * The invariants also on a sliding-window model (the gemma3 fixture, its
  * local layers kept as rings of window + batch positions). */
 #include "tests/test.h"
 #include "engine/sched/engine.h"
+#include "engine/sched/generate.h"
 #include "engine/synth/synth_model.h"
 #include "engine/text/tokenizer.h"
 #include <pthread.h>
@@ -27,6 +32,10 @@ typedef struct {
     finish_reason finish;
     int n_cached, n_generated;
     int cancel_after;         /* cancel itself after this many tokens (0: never) */
+    int n_prompt_ev;          /* JOB_EV_PROMPT events, by position */
+    bool prompt_ev_late;      /* one came after a TOKEN, or out of order */
+    float plp[256];
+    token_logprob ptop[256][3];
     bool hold;                /* its token callback waits while set: the slot stays busy */
     engine *e;
     uint64_t id;
@@ -36,6 +45,14 @@ static void on_event(void *user, const job_event *ev) {
     run *r = user;
     pthread_mutex_lock(&r->mu);
     if (ev->type == JOB_EV_STARTED) r->started = true;
+    if (ev->type == JOB_EV_PROMPT) {
+        if (r->n_tokens || ev->pos != r->n_prompt_ev + 1 || ev->pos >= 256) r->prompt_ev_late = true;
+        else {
+            r->plp[ev->pos] = ev->logprob;
+            for (int i = 0; i < 3 && i < ev->n_top; i++) r->ptop[ev->pos][i] = ev->top[i];
+        }
+        r->n_prompt_ev++;
+    }
     if (ev->type == JOB_EV_TOKEN && r->n_tokens < 1024) r->tokens[r->n_tokens++] = ev->token;
     if (ev->type == JOB_EV_TOKEN) {
         if (r->hold) pthread_cond_broadcast(&r->cv);   /* the test waits for the first token */
@@ -188,6 +205,149 @@ static void test_invariance(const model *m) {
     run_destroy(&other_seed); run_destroy(&again); run_destroy(&ext); run_destroy(&ext_fresh);
     run_destroy(&ref); run_destroy(&ref_s);
     engine_destroy(e);
+}
+
+/* n choices of one prompt: the first prefills, the others copy its KV and
+ * sample with their own seeds; each equals the same job alone. */
+static void test_shared_prefill(const model *m) {
+    bool swa = m->p.swa_window > 0;
+    enum { N = 4 };
+    job_params pg = greedy(24), ps[N];
+    run ref_g, ref_s[N];
+    alone(m, prompt_a, 200, &pg, &ref_g);
+    for (int i = 0; i < N; i++) {
+        ps[i] = greedy(24);
+        ps[i].sampling.temperature = 0.9f;
+        ps[i].sampling.seed = 777 + (uint64_t)i;
+        alone(m, prompt_a, 200, &ps[i], &ref_s[i]);
+    }
+    CHECK(!same_tokens(&ref_s[0], &ref_s[1]));   /* the seeds matter */
+    engine *e = make_engine(m, N, 16);           /* the prefill takes steps: the others wait */
+    for (int round = 0; round < 2; round++) {
+        engine_stats before, after;
+        engine_get_stats(e, &before);
+        run r[N];
+        for (int i = 0; i < N; i++) {
+            run_init(&r[i], e);
+            job_params p = round ? ps[i] : pg;
+            p.cache_prompt = false;   /* no resident prefix: only the sharing can skip the prefill */
+            if (i) p.prefill_from = r[0].id;
+            submit(e, &r[i], prompt_a, 200, &p);
+        }
+        for (int i = 0; i < N; i++) run_wait(&r[i]);
+        engine_get_stats(e, &after);
+        for (int i = 0; i < N; i++) {
+            CHECKF(same_tokens(round ? &ref_s[i] : &ref_g, &r[i]), "%s choice %d differs from the job alone",
+                   round ? "seeded" : "greedy", i);
+            if (i) CHECKF(r[i].n_cached == 199, "choice %d did not take the shared prefill (n_cached %d)", i, r[i].n_cached);
+        }
+        CHECKF(after.shared_tokens - before.shared_tokens == (N - 1) * 199, "shared %llu tokens",
+               (unsigned long long)(after.shared_tokens - before.shared_tokens));
+        CHECKF(after.prompt_tokens - before.prompt_tokens == 200 + N - 1, "%llu prompt tokens evaluated",
+               (unsigned long long)(after.prompt_tokens - before.prompt_tokens));
+        for (int i = 0; i < N; i++) run_destroy(&r[i]);
+    }
+    /* the job shared with is cancelled while queued: the others prefill by themselves */
+    run r[N];
+    job_params p = pg;
+    p.cache_prompt = false;
+    for (int i = 0; i < N; i++) {
+        run_init(&r[i], e);
+        if (i) p.prefill_from = r[0].id;
+        submit(e, &r[i], prompt_a, 200, &p);
+        if (!i) engine_cancel(e, r[0].id);
+    }
+    for (int i = 0; i < N; i++) run_wait(&r[i]);
+    CHECK(r[0].finish == FINISH_CANCELLED);
+    for (int i = 1; i < N; i++) CHECKF(same_tokens(&ref_g, &r[i]), "choice %d after a cancelled first differs", i);
+    for (int i = 0; i < N; i++) run_destroy(&r[i]);
+    engine_destroy(e);
+
+    /* admitted late: two slots, the second busy while the first choice
+     * generates 60-odd tokens. A full cache still holds the prompt; a
+     * ring of window + 16 positions has moved past its window, so the
+     * late choice prefills by itself (the control: the same numbers). */
+    e = make_engine(m, 2, 16);
+    run other, lead, late;
+    run_init(&other, e); run_init(&lead, e); run_init(&late, e);
+    job_params po = greedy(100), pl = greedy(100), pf = greedy(24);
+    po.cache_prompt = pl.cache_prompt = pf.cache_prompt = false;
+    submit(e, &other, prompt_d, 7, &po);   /* generating first: the prompt beside it goes 5 tokens a step */
+    submit(e, &lead, prompt_a, 200, &pl);
+    pf.prefill_from = lead.id;
+    submit(e, &late, prompt_a, 200, &pf);
+    run_wait(&other); run_wait(&lead); run_wait(&late);
+    CHECKF(same_tokens(&ref_g, &late), "a choice admitted late differs");
+    CHECKF(late.n_cached == (swa ? 0 : 199), "late choice: n_cached %d", late.n_cached);
+    run_destroy(&other); run_destroy(&lead); run_destroy(&late);
+    engine_destroy(e);
+    run_destroy(&ref_g);
+    for (int i = 0; i < N; i++) run_destroy(&ref_s[i]);
+}
+
+/* Prompt logprobs: token t at position p gets the logprob the model gives
+ * it after prompt[0, p), computed here by feeding the prompt one token at a
+ * time through the generator (rows of one, no engine): the same bits, as
+ * batch invariance promises, in chunks of up to 65 rows beside a stream. */
+static void test_prompt_logprobs(const model *m) {
+    enum { N = 120, K = 3 };
+    int V = m->p.n_vocab;
+    static float want[N];
+    static token_logprob want_top[N][K];
+    generator *g = gen_new(m, 256, 16, NULL);
+    CHECK(g != NULL);
+    if (!g) return;
+    for (int p = 0; p + 1 < N; p++) {
+        const float *row = gen_eval(g, &prompt_c[p], 1, NULL);
+        CHECK(row != NULL);
+        if (!row) break;
+        want[p + 1] = logprob_of(row, V, prompt_c[p + 1]);
+        logprob_top(row, V, K, want_top[p + 1]);
+    }
+    gen_free(g);
+    job_params pg = greedy(8), ref_p = greedy(8);
+    run ref, other_ref;
+    alone(m, prompt_c, N, &ref_p, &ref);
+    alone(m, prompt_b, 60, &pg, &other_ref);
+    engine *e = make_engine(m, 2, 512);
+    for (int round = 0; round < 3; round++) {
+        /* 0: beside a stream; 1: the slot holds the prompt (nothing may be reused); 2: max_tokens 0 */
+        run r, other;
+        run_init(&r, e);
+        run_init(&other, e);
+        job_params p = greedy(round == 2 ? 0 : 8);
+        p.prompt_logprobs = true;
+        p.n_top_logprobs = K;
+        if (!round) submit(e, &other, prompt_b, 60, &pg);
+        submit(e, &r, prompt_c, N, &p);
+        run_wait(&r);
+        if (!round) run_wait(&other);
+        CHECKF(r.n_prompt_ev == N - 1 && !r.prompt_ev_late, "round %d: %d prompt events (want %d), late %d", round,
+               r.n_prompt_ev, N - 1, r.prompt_ev_late);
+        CHECKF(r.n_cached == 0, "round %d: %d prompt tokens reused", round, r.n_cached);
+        int bad = 0;
+        for (int q = 1; q < N; q++) {
+            bad += memcmp(&r.plp[q], &want[q], sizeof want[q]) != 0;
+            for (int i = 0; i < K; i++)
+                bad += r.ptop[q][i].id != want_top[q][i].id || memcmp(&r.ptop[q][i].logprob, &want_top[q][i].logprob, sizeof(float));
+        }
+        CHECKF(!bad, "round %d: %d prompt logprobs differ from teacher forcing", round, bad);
+        if (round == 2) CHECK(r.n_tokens == 0 && r.finish == FINISH_LENGTH);
+        else CHECKF(same_tokens(&ref, &r), "round %d: the generated tokens changed", round);
+        if (!round) CHECKF(same_tokens(&other_ref, &other), "the stream beside it changed");
+        run_destroy(&r);
+        run_destroy(&other);
+    }
+    /* control: without the option, no prompt events */
+    run plain;
+    run_init(&plain, e);
+    submit(e, &plain, prompt_c, N, &pg);
+    run_wait(&plain);
+    CHECK(plain.n_prompt_ev == 0);
+    run_destroy(&plain);
+    engine_destroy(e);
+    run_destroy(&ref);
+    run_destroy(&other_ref);
 }
 
 static void test_chunked_prefill(const model *m) {
@@ -438,6 +598,8 @@ int main(void) {
     if (m) {
         make_prompts(m->p.n_vocab);
         test_invariance(m);
+        test_shared_prefill(m);
+        test_prompt_logprobs(m);
         test_chunked_prefill(m);
         test_cancel(m);
         test_endings(m);
@@ -450,6 +612,8 @@ int main(void) {
     if (m) {
         make_prompts(m->p.n_vocab);
         test_invariance(m);
+        test_shared_prefill(m);
+        test_prompt_logprobs(m);
         test_chunked_prefill(m);
         model_free(m);
     }

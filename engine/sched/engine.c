@@ -55,7 +55,7 @@ void engine_publish(engine *e) {
         slot_info *si = &e->published[s];
         si->id = s;
         si->busy = sl->state != SLOT_FREE;
-        si->prefilling = sl->state == SLOT_PREFILL;
+        si->prefilling = sl->state == SLOT_PREFILL || sl->state == SLOT_WAIT;
         si->job_id = sl->job ? sl->job->id : 0;
         si->n_ctx = e->cfg.n_ctx;
         si->n_past = sl->n_past;
@@ -122,6 +122,7 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     }
     e->kv = e->be->kv(e->bs);
     e->logits = malloc(sizeof(float) * (size_t)S * V);
+    e->logit_rows = S;
     e->work = malloc(sizeof(float) * (size_t)V);
     e->piece_cap = tokenizer_max_piece(m->tok) + 4;   /* sized from the vocabulary: no piece is cut */
     e->piece = malloc(e->piece_cap);
@@ -132,10 +133,11 @@ engine *engine_create(const model *m, const engine_config *c, char *err, size_t 
     e->b_slot = malloc(sizeof(int32_t) * (size_t)B);
     e->b_want = malloc((size_t)B);
     e->b_row_slot = malloc(sizeof(int) * (size_t)B);
+    e->b_row_pos = malloc(sizeof(int) * (size_t)B);
     e->b_want_embd = calloc((size_t)B, 1);
     e->b_embd = malloc(sizeof(float) * (size_t)B * (size_t)m->p.n_embd);
     if (!e->logits || !e->work || !e->piece || !e->slots || !e->published || !e->b_tok ||
-        !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot || !e->b_want_embd || !e->b_embd) {
+        !e->b_pos || !e->b_slot || !e->b_want || !e->b_row_slot || !e->b_row_pos || !e->b_want_embd || !e->b_embd) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -175,7 +177,7 @@ fail:
     if (!c->pool) pool_destroy(e->pool);
     if (e->slots) for (int s = 0; s < S; s++) free(e->slots[s].tokens), free(e->slots[s].embd);
     free(e->slots); free(e->published); free(e->logits); free(e->work); free(e->piece);
-    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_want_embd); free(e->b_embd);
+    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_row_pos); free(e->b_want_embd); free(e->b_embd);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
@@ -197,7 +199,7 @@ void engine_destroy(engine *e) {
     if (!e->cfg.pool) pool_destroy(e->pool);
     for (int s = 0; s < e->cfg.n_slots; s++) free(e->slots[s].tokens), free(e->slots[s].embd);
     free(e->slots); free(e->published); free(e->logits); free(e->work); free(e->piece);
-    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_want_embd); free(e->b_embd);
+    free(e->b_tok); free(e->b_pos); free(e->b_slot); free(e->b_want); free(e->b_row_slot); free(e->b_row_pos); free(e->b_want_embd); free(e->b_embd);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

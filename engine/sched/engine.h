@@ -68,19 +68,32 @@ typedef struct job_params {
     int n_stop;
     const char *stop[ENGINE_MAX_STOP];   /* copied at submit */
     const grammar *grammar;   /* NULL: none; else every token is one the grammar allows (copied at submit) */
+    /* Several choices of one prompt share its prefill: a job naming an
+     * earlier job of the same prompt (its id) that holds a slot takes that
+     * job's KV for the prompt but its last token, copied into its own slot
+     * (waiting while the other prefills it), instead of computing it. The
+     * same numbers as its own prefill, bit for bit. 0: none. */
+    uint64_t prefill_from;
+    /* Every prompt token after the first gets a JOB_EV_PROMPT event, before
+     * the first TOKEN: its logprob given the tokens before it and the
+     * n_top_logprobs best there (the prompt is evaluated whole: no reuse). */
+    bool prompt_logprobs;
 } job_params;
 
 void job_params_default(job_params *p);
 
-typedef enum { JOB_EV_STARTED, JOB_EV_TOKEN, JOB_EV_DONE } job_event_type;
+typedef enum { JOB_EV_STARTED, JOB_EV_TOKEN, JOB_EV_DONE, JOB_EV_PROMPT } job_event_type;
 
 typedef struct job_event {
     job_event_type type;
     uint64_t job_id;
     int slot;
     /* TOKEN: the token, and the text released with it: complete UTF-8,
-     * never part of a stop string (held back text comes out later or never). */
+     * never part of a stop string (held back text comes out later or never).
+     * PROMPT: the prompt's token at position pos (1 .. n_prompt - 1), no text,
+     * with its logprob and top alternatives as for TOKEN. */
     int32_t token;
+    int pos;
     const char *text;         /* valid during the callback only */
     size_t text_len;
     float logprob;
@@ -121,6 +134,7 @@ typedef struct engine_stats {
     int n_slots, slots_busy, queue_depth;
     uint64_t kv_cells_used, kv_cells_total, kv_bytes;
     uint64_t prompt_tokens, generated_tokens, cached_tokens;
+    uint64_t shared_tokens;   /* prompt tokens copied from another choice's slot (prefill_from) */
     uint64_t steps;
 } engine_stats;
 

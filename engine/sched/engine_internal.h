@@ -7,7 +7,8 @@
  *   engine_step.c   one step: pack a batch, run it, hand its rows on
  *   engine_sample.c a slot's next token and its TOKEN / DONE events
  *   engine_embed.c  an embedding job's pooling
- *   engine_cache.c  the prompt cache: restore stored blocks, store new ones */
+ *   engine_cache.c  the prompt cache: restore stored blocks, store new ones
+ *   engine_share.c  choices of one prompt sharing its prefill (prefill_from) */
 #ifndef HEARTH_ENGINE_INTERNAL_H
 #define HEARTH_ENGINE_INTERNAL_H
 
@@ -39,7 +40,9 @@ typedef struct job {
     struct job *next;         /* queue link */
 } job;
 
-typedef enum { SLOT_FREE, SLOT_PREFILL, SLOT_GENERATE } slot_state;
+/* SLOT_WAIT: admitted, waiting for the slot of the job it shares its
+ * prefill with (prefill_from) to evaluate the shared prompt. */
+typedef enum { SLOT_FREE, SLOT_PREFILL, SLOT_GENERATE, SLOT_WAIT } slot_state;
 
 typedef struct slot {
     int id;
@@ -62,6 +65,9 @@ typedef struct slot {
     block_key store_key;      /* the key of block n_stored - 1 */
     int64_t stamp;            /* the job's use stamp in the cache (LRU) */
     float *embd;              /* n_embd: an embedding job's pooled sum or row */
+    int wait_on;              /* SLOT_WAIT: the slot whose job (wait_job) evaluates the shared prompt */
+    uint64_t wait_job;
+    int n_share;              /* SLOT_WAIT: the positions it takes from there */
 } slot;
 
 struct engine {
@@ -71,7 +77,8 @@ struct engine {
     backend_state *bs;
     kv_cache *kv;             /* the backend's, for the prompt cache's block copies */
     hpool *pool;
-    float *logits;            /* one row per slot at most */
+    float *logits;            /* one row per slot, and PROMPT_ROWS more once a job wants prompt logprobs */
+    int logit_rows;           /* rows logits holds */
     float *work;              /* sampler's copy of a row */
     char *piece;              /* one token's text: tokenizer_max_piece + 4 bytes, never cut */
     size_t piece_cap;
@@ -80,6 +87,7 @@ struct engine {
     int32_t *b_tok, *b_pos, *b_slot;
     uint8_t *b_want;
     int *b_row_slot;          /* which slot each logits row belongs to */
+    int *b_row_pos;           /* and its position */
     uint8_t *b_want_embd;     /* rows whose hidden state an embedding job pools */
     float *b_embd;            /* their states, n_embd each, in batch order */
 
@@ -114,13 +122,26 @@ void engine_schedule(engine *e);
 /* engine_step.c: one step over the active slots (at least one) */
 void engine_step(engine *e);
 
+/* Rows of logits beyond one per slot, for jobs that want every prompt
+ * row's (prompt logprobs): such a prompt goes in chunks of at most this
+ * many rows more than one. */
+#define PROMPT_ROWS 64
+
 /* engine_sample.c */
 void slot_finish(engine *e, slot *sl, finish_reason why, int stop_index);
+/* The row of prompt position pos (< n_prompt - 1): a PROMPT event with the
+ * logprobs of the prompt's next token. */
+void slot_prompt_logprob(engine *e, slot *sl, int pos, const float *row);
 /* Sample the next token for a slot from its logits row and send it. */
 void slot_sample(engine *e, slot *sl, const float *row);
 
 /* engine_embed.c */
 void engine_embed_rows(engine *e, const fwd_batch *b);
+
+/* engine_share.c: waiting slots take the shared prompt's KV, or prefill by
+ * themselves (force: all of them). After admissions and after each step's
+ * forward pass, before any job of the step can end. */
+void engine_share_resolve(engine *e, bool force);
 
 /* engine_cache.c */
 int slot_restore(engine *e, slot *sl, int have);

@@ -68,6 +68,23 @@ static int32_t slot_pick(engine *e, slot *sl, const float *row) {
     return tok;
 }
 
+/* Logprobs of a row (the event's token and the n_top_logprobs best) into ev. */
+static void event_logprobs(engine *e, const job *j, const float *row, job_event *ev) {
+    int n_vocab = e->m->p.n_vocab;
+    ev->logprob = logprob_of(row, n_vocab, ev->token);
+    ev->n_top = j->params.n_top_logprobs;
+    if (ev->n_top > ENGINE_MAX_TOP_LOGPROBS) ev->n_top = ENGINE_MAX_TOP_LOGPROBS;
+    if (ev->n_top > 0) logprob_top(row, n_vocab, ev->n_top, ev->top);
+}
+
+void slot_prompt_logprob(engine *e, slot *sl, int pos, const float *row) {
+    job *j = sl->job;
+    job_event ev = { .type = JOB_EV_PROMPT, .slot = sl->id, .token = j->prompt[pos + 1], .pos = pos + 1, .text = "" };
+    event_logprobs(e, j, row, &ev);
+    ev.n_prompt = j->n_prompt; ev.n_cached = sl->n_cached;
+    job_emit(j, &ev);
+}
+
 void slot_sample(engine *e, slot *sl, const float *row) {
     job *j = sl->job;
     if (j->params.max_tokens == 0) {   /* prefill only: the prompt is in the KV, nothing is sampled */
@@ -75,7 +92,6 @@ void slot_sample(engine *e, slot *sl, const float *row) {
         slot_finish(e, sl, FINISH_LENGTH, -1);
         return;
     }
-    int n_vocab = e->m->p.n_vocab;
     int32_t tok = slot_pick(e, sl, row);
     if (tok < 0) {   /* the grammar allows nothing more: done if it can end here */
         slot_finish(e, sl, grammar_matcher_can_end(grammar_sampler_matcher(sl->gs)) ? FINISH_STOP : FINISH_ERROR, -1);
@@ -92,12 +108,7 @@ void slot_sample(engine *e, slot *sl, const float *row) {
     sampler_accept(sl->smp, tok);
 
     job_event ev = { .type = JOB_EV_TOKEN, .slot = sl->id, .token = tok, .text = "" };
-    if (j->params.logprobs || j->params.n_top_logprobs > 0) {
-        ev.logprob = logprob_of(row, n_vocab, tok);
-        ev.n_top = j->params.n_top_logprobs;
-        if (ev.n_top > ENGINE_MAX_TOP_LOGPROBS) ev.n_top = ENGINE_MAX_TOP_LOGPROBS;
-        if (ev.n_top > 0) logprob_top(row, n_vocab, ev.n_top, ev.top);
-    }
+    if (j->params.logprobs || j->params.n_top_logprobs > 0) event_logprobs(e, j, row, &ev);
     bool eog = !j->params.ignore_eos && tokenizer_is_eog(e->m->tok, tok);
     int stop_hit = -1;
     if (!eog) {

@@ -77,9 +77,24 @@ void slot_release(engine *e, slot *sl) {
 
 /* Set up the job already claimed by a slot: reuse the resident prefix, then
  * stored blocks, set up sampling. */
+/* Logits rows for prompt logprobs, allocated for the first job that wants
+ * them, not at start: with a large vocabulary they are tens of MB. */
+static int logits_room(engine *e) {
+    int want = e->cfg.n_slots + PROMPT_ROWS;
+    if (e->logit_rows >= want) return 0;
+    float *l = realloc(e->logits, sizeof(float) * (size_t)want * (size_t)e->m->p.n_vocab);
+    if (!l) return -1;
+    e->logits = l;
+    e->logit_rows = want;
+    return 0;
+}
+
 static int slot_admit(engine *e, slot *sl) {
     job *j = sl->job;
-    int reuse = j->params.cache_prompt ? common_prefix(sl->tokens, sl->n_past, j->prompt, j->n_prompt) : 0;
+    /* prompt logprobs need every prompt row's logits: nothing is reused */
+    bool reuse_ok = j->params.cache_prompt && !j->params.prompt_logprobs;
+    int reuse = reuse_ok ? common_prefix(sl->tokens, sl->n_past, j->prompt, j->n_prompt) : 0;
+    if (j->params.prompt_logprobs && logits_room(e)) return -1;
     if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;   /* the last prompt token gives the logits */
     sl->smp = sampler_new(&j->params.sampling, e->m->p.n_vocab);
     const char *stops[ENGINE_MAX_STOP];
@@ -100,7 +115,7 @@ static int slot_admit(engine *e, slot *sl) {
      * shared prefix's end: then start over (from the store, if it has it) */
     if (!kv_can_resume(e->kv, sl->id, sl->n_past, reuse)) reuse = 0;
     /* only now that nothing can fail: the restore overwrites resident KV */
-    if (j->params.cache_prompt) reuse = slot_restore(e, sl, reuse);
+    if (reuse_ok) reuse = slot_restore(e, sl, reuse);
     if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
     sl->n_stored = 0;
     sl->store_key = e->root;
@@ -119,6 +134,14 @@ static int slot_admit(engine *e, slot *sl) {
     pthread_mutex_lock(&e->mu);
     e->stats.cached_tokens += (uint64_t)reuse;
     pthread_mutex_unlock(&e->mu);
+    /* an earlier job of the same prompt (ids only grow, so a chain of them
+     * ends at a job that prefills) */
+    if (j->params.prefill_from && j->params.prefill_from < j->id && !j->params.prompt_logprobs &&
+        j->params.embed == EMBED_OFF) {
+        sl->state = SLOT_WAIT;   /* engine_share_resolve decides, once every claimed slot is admitted */
+        sl->wait_job = j->params.prefill_from;
+        sl->wait_on = -1;
+    }
     return 0;
 }
 
@@ -193,5 +216,6 @@ void engine_schedule(engine *e) {
                          .n_cached = sl->n_cached, .text = "" };
         job_emit(j, &ev);
     }
+    engine_share_resolve(e, false);
 }
 

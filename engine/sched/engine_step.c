@@ -6,7 +6,7 @@
 
 /* Pack the batch: generating slots first, then prompt chunks, oldest first. */
 static int pack_batch(engine *e, int *n_rows) {
-    int n = 0, rows = 0, budget = e->cfg.n_batch;
+    int n = 0, rows = 0, budget = e->cfg.n_batch, extra = 0;   /* extra: rows past one per slot */
     for (int s = 0; s < e->cfg.n_slots; s++) {
         slot *sl = &e->slots[s];
         if (sl->state != SLOT_GENERATE) continue;
@@ -15,6 +15,7 @@ static int pack_batch(engine *e, int *n_rows) {
         e->b_slot[n] = s;
         e->b_want[n] = 1;
         e->b_want_embd[n] = 0;
+        e->b_row_pos[rows] = sl->n_past;
         e->b_row_slot[rows++] = s;
         n++;
     }
@@ -38,16 +39,22 @@ static int pack_batch(engine *e, int *n_rows) {
         if (!old || budget <= 0) break;
         int left = old->job->n_prompt - old->n_prefilled;
         int chunk = left < budget ? left : budget;
+        embed_pooling pool = old->job->params.embed;
+        bool every = old->job->params.prompt_logprobs && pool == EMBED_OFF;   /* logits for every row */
+        if (every && chunk > 1 + PROMPT_ROWS - extra) chunk = 1 + PROMPT_ROWS - extra;
+        if (every) extra += chunk - 1;
         for (int i = 0; i < chunk; i++) {
             int p = old->n_prefilled + i;
             e->b_tok[n] = old->job->prompt[p];
             e->b_pos[n] = p;
             e->b_slot[n] = old->id;
-            embed_pooling pool = old->job->params.embed;
             bool last = p == old->job->n_prompt - 1;
-            e->b_want[n] = last && pool == EMBED_OFF;
+            e->b_want[n] = (last || every) && pool == EMBED_OFF;
             e->b_want_embd[n] = pool == EMBED_MEAN || (pool == EMBED_CLS && p == 0) || (pool == EMBED_LAST && last);
-            if (e->b_want[n]) e->b_row_slot[rows++] = old->id;
+            if (e->b_want[n]) {
+                e->b_row_pos[rows] = p;
+                e->b_row_slot[rows++] = old->id;
+            }
             n++;
         }
         budget -= chunk;
@@ -59,6 +66,7 @@ static int pack_batch(engine *e, int *n_rows) {
 void engine_step(engine *e) {
     int n_rows;
     int n = pack_batch(e, &n_rows);
+    if (!n) { engine_share_resolve(e, true); return; }   /* only waiting slots (cannot happen): let them prefill */
     fwd_batch b = { n, e->b_tok, e->b_pos, e->b_slot, e->b_want, e->b_want_embd, e->b_embd };
     if (e->be->run(e->bs, &b, e->logits)) {
         for (int s = 0; s < e->cfg.n_slots; s++)
@@ -78,11 +86,14 @@ void engine_step(engine *e) {
      * end a job (its KV stays resident either way) */
     for (int s = 0; s < e->cfg.n_slots; s++)
         if (e->slots[s].state == SLOT_PREFILL) slot_store(e, &e->slots[s]);
+    engine_share_resolve(e, false);   /* before sampling may end the job they take from */
     engine_embed_rows(e, &b);
     for (int r = 0; r < n_rows; r++) {
         slot *sl = &e->slots[e->b_row_slot[r]];
+        const float *row = e->logits + (size_t)r * e->m->p.n_vocab;
         if (sl->state == SLOT_FREE) continue;
-        slot_sample(e, sl, e->logits + (size_t)r * e->m->p.n_vocab);
+        if (sl->state == SLOT_PREFILL && e->b_row_pos[r] < sl->job->n_prompt - 1) slot_prompt_logprob(e, sl, e->b_row_pos[r], row);
+        else slot_sample(e, sl, row);
     }
     pthread_mutex_lock(&e->mu);
     e->stats.prompt_tokens += prompt_tokens;

@@ -26,7 +26,7 @@ const SDK_HEADERS = 'authorization,content-type,x-stainless-arch,x-stainless-lan
 
 export function register(h) {
   const { test, assert, eq, post, get, curl, sse, dataJson, assertError, stories, startServer, stopClean, QWEN3,
-    waitFor, slots, slowModel, longPrompt, rawRequest, OpenAI } = h;
+    waitFor, slots, slowModel, longPrompt, rawRequest, OpenAI, metric } = h;
   let fim = null;   // a model with fill-in-the-middle tokens, for /infill
   const fimServer = async () => {
     if (!fim || fim.exited) fim = await startServer(['-np', '1', '-c', '2048'], QWEN3);
@@ -195,6 +195,27 @@ export function register(h) {
     const lines = s.err.split('\n').filter((l) => / POST \/completion 499 /.test(l));
     eq(lines.length, 2, `two 499 lines in: ${s.err.slice(-600)}`);
     for (const l of lines) assert(/ gen=([1-9]\d*) /.test(l), `tokens generated before the cancel counted: ${l}`);
+    await stopClean(s);
+  });
+
+  test('compat: n > 1 choices share one prefill, each as it would be alone', async () => {
+    const s = await startServer(['-np', '4', '-c', '512', '--sse-keepalive', '0']);
+    const prompt = longPrompt(200);
+    const cmpl = (b) => post(s, '/v1/completions', { prompt, max_tokens: 10, cache_prompt: false, ...b });
+    const text = async (b) => { const r = await cmpl(b); eq(r.status, 200, r.body.slice(0, 200)); return r.json.choices.map((c) => c.text); };
+    const [alone] = await text({ temperature: 0 });
+    const before = await metric(s, 'hearth_cached_prompt_tokens_total');
+    eq(await text({ temperature: 0, n: 4 }), [alone, alone, alone, alone], 'greedy: every choice is the answer alone');
+    // with no prefix reuse, only the sharing skips prompt tokens: 199 for each later choice
+    eq(await metric(s, 'hearth_cached_prompt_tokens_total') - before, 3 * 199, 'the later choices took the first one\'s prefill');
+    const seeded = await text({ temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed: 40, n: 3 });
+    for (let k = 0; k < 3; k++) eq(seeded[k], (await text({ temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed: 40 + k }))[0], `choice ${k} == seed ${40 + k} alone`);
+    assert(seeded[0] !== seeded[1] || seeded[1] !== seeded[2], 'the seeds differ');
+    // streamed: each index adds up to the whole answer's choice
+    const st = await cmpl({ temperature: 1, top_k: 0, top_p: 1, min_p: 0, seed: 40, n: 3, stream: true });
+    const got = ['', '', ''];
+    for (const ev of dataJson(sse(st.body))) for (const c of ev.choices || []) got[c.index] += c.text;
+    eq(got, seeded, 'streamed n=3 == whole');
     await stopClean(s);
   });
 

@@ -1166,7 +1166,7 @@ test('--chat-template NAME|FILE, a template that does not parse, hearth template
 
 // llama-server's clients and the SDKs' details (compat_test.mjs), on these helpers
 (await import('./compat_test.mjs')).register({ test, assert, eq, post, get, curl, sse, dataJson, assertError, stories,
-  startServer, stopClean, OpenAI, waitFor, slots, slowModel, longPrompt, rawRequest, QWEN3 });
+  startServer, stopClean, OpenAI, waitFor, slots, slowModel, longPrompt, rawRequest, QWEN3, metric });
 
 // ---- run ------------------------------------------------------------------------------
 let passed = 0, failed = 0, skipped = 0;
