@@ -169,4 +169,4 @@ static void llama_finish(gen *g) {
     }
 }
 
-const gen_fmt fmt_llama = { NULL, llama_token, llama_finish };
+const gen_fmt fmt_llama = { NULL, llama_token, llama_finish, NULL };

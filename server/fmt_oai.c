@@ -168,7 +168,7 @@ static void chat_finish(gen *g) {
     gen_answer(g, o);
 }
 
-const gen_fmt fmt_chat = { chat_start, chat_token, chat_finish };
+const gen_fmt fmt_chat = { chat_start, chat_token, chat_finish, NULL };
 
 /* ---- completions --------------------------------------------------------------- */
 /* The legacy logprobs object: tokens, token_logprobs, top_logprobs, text_offset. */
@@ -181,13 +181,15 @@ static cJSON *cmpl_logprobs_new(void) {
     return o;
 }
 
-static void cmpl_logprobs_add(const gen *g, cJSON *o, const job_event *ev) {
+/* One entry: the token, its logprob and alternatives (ev NULL: null for
+ * both, as for the prompt's first token), at text offset off. */
+static void cmpl_logprobs_entry(const gen *g, cJSON *o, int32_t token, const job_event *ev, size_t off) {
     cJSON *text;
-    fmt_token_piece(g->s, ev->token, &text, NULL);
+    fmt_token_piece(g->s, token, &text, NULL);
     cJSON_AddItemToArray(cJSON_GetObjectItem(o, "tokens"), text);
-    cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"), cJSON_CreateNumber(ev->logprob));
-    cJSON *top = cJSON_CreateObject();
-    for (int i = 0; i < ev->n_top; i++) {
+    cJSON_AddItemToArray(cJSON_GetObjectItem(o, "token_logprobs"), ev ? cJSON_CreateNumber(ev->logprob) : cJSON_CreateNull());
+    cJSON *top = ev ? cJSON_CreateObject() : cJSON_CreateNull();
+    for (int i = 0; ev && i < ev->n_top; i++) {
         char buf[1024];
         size_t n = tokenizer_token_bytes(g->s->model->tok, ev->top[i].id, true, buf, sizeof buf - 1);
         char *key = utf8_sanitize(buf, n < sizeof buf ? n : sizeof buf - 1, NULL);
@@ -195,8 +197,11 @@ static void cmpl_logprobs_add(const gen *g, cJSON *o, const job_event *ev) {
         free(key);
     }
     cJSON_AddItemToArray(cJSON_GetObjectItem(o, "top_logprobs"), top);
-    size_t off = g->text_offset + (g->o.echo && g->echo ? strlen(g->echo) : 0);
     cJSON_AddItemToArray(cJSON_GetObjectItem(o, "text_offset"), cJSON_CreateNumber((double)off));
+}
+
+static void cmpl_logprobs_add(const gen *g, cJSON *o, const job_event *ev) {
+    cmpl_logprobs_entry(g, o, ev->token, ev, g->text_offset + (g->o.echo && g->echo ? strlen(g->echo) : 0));
 }
 
 static cJSON *cmpl_chunk(const gen *g, const char *text, size_t len, cJSON *logprobs, const char *finish) {
@@ -212,18 +217,70 @@ static cJSON *cmpl_chunk(const gen *g, const char *text, size_t len, cJSON *logp
     return o;
 }
 
+/* ---- echo with logprobs: the prompt's tokens come first ---- */
+static bool echo_logprobs(const gen *g) { return g->o.echo && g->echo && g->o.logprobs; }
+
+/* The bytes a prompt token stands for in the echoed text. */
+static size_t piece_len(const gen *g, int32_t id) {
+    char buf[1024];
+    size_t n = tokenizer_token_bytes(g->s->model->tok, id, false, buf, sizeof buf);
+    return n < sizeof buf ? n : sizeof buf;
+}
+
+/* A prompt token's text offset: its decoded bytes before it, less what the
+ * decoded prompt has beyond the echoed text at its start (SentencePiece's
+ * added space), held to the echoed text. */
+static size_t prompt_offset(const gen *g) {
+    size_t n_echo = strlen(g->echo), skip = g->prompt_bytes > n_echo ? g->prompt_bytes - n_echo : 0;
+    size_t off = g->prompt_off > skip ? g->prompt_off - skip : 0;
+    return off < n_echo ? off : n_echo;
+}
+
+/* The prompt's first entry, which has no logprob (OpenAI gives null), once
+ * and before any other. */
+static void cmpl_prompt_begin(gen *g) {
+    if (g->prompt_lp_begun || !echo_logprobs(g)) return;
+    g->prompt_lp_begun = true;
+    if (!g->acc) g->acc = cmpl_logprobs_new();
+    cmpl_logprobs_entry(g, g->acc, g->prompt0, NULL, 0);
+    g->prompt_off = piece_len(g, g->prompt0);
+}
+
+static void cmpl_prompt(gen *g, const job_event *ev) {
+    if (!echo_logprobs(g)) return;
+    cmpl_prompt_begin(g);
+    cmpl_logprobs_entry(g, g->acc, ev->token, ev, prompt_offset(g));
+    g->prompt_off += piece_len(g, ev->token);
+}
+
+/* A stream's echo chunk, with the prompt's logprobs when asked for: before
+ * the first token's chunk, or the end. */
+static void cmpl_echo(gen *g) {
+    if (g->echo_sent || !g->o.echo || !g->echo) return;
+    g->echo_sent = true;
+    cJSON *l = NULL;
+    if (g->o.logprobs) {
+        cmpl_prompt_begin(g);
+        l = g->acc;
+        g->acc = NULL;
+    }
+    gen_sse_json(g, cmpl_chunk(g, g->echo, strlen(g->echo), l, NULL));
+}
+
 static void cmpl_start(gen *g) {
-    if (g->o.echo && g->echo) gen_sse_json(g, cmpl_chunk(g, g->echo, strlen(g->echo), NULL, NULL));
+    if (!g->o.logprobs) cmpl_echo(g);   /* with logprobs it waits for the prompt's */
 }
 
 static void cmpl_token(gen *g, const char *text, size_t len, const job_event *ev) {
     bool lp = g->o.logprobs && ev;
     if (!g->stream_started) {
         if (!lp) return;
+        cmpl_prompt_begin(g);
         if (!g->acc) g->acc = cmpl_logprobs_new();
         cmpl_logprobs_add(g, g->acc, ev);
         return;
     }
+    cmpl_echo(g);
     cJSON *l = NULL;
     if (lp) {
         l = cmpl_logprobs_new();
@@ -235,6 +292,7 @@ static void cmpl_token(gen *g, const char *text, size_t len, const job_event *ev
 static void cmpl_finish(gen *g) {
     const char *finish = gen_finish_oai(g);
     if (g->stream_started) {
+        cmpl_echo(g);
         gen_sse_json(g, cmpl_chunk(g, "", 0, NULL, finish));
         if (!gen_stream_last(g)) return;   /* other choices still running */
         if (g->o.include_usage) {
@@ -248,6 +306,7 @@ static void cmpl_finish(gen *g) {
         return;
     }
     size_t n_echo = g->o.echo && g->echo ? strlen(g->echo) : 0;
+    cmpl_prompt_begin(g);
     char *all = malloc(n_echo + g->text_len + 1);
     if (!all) { gen_fail(g, 500, NULL, "out of memory"); return; }
     if (n_echo) memcpy(all, g->echo, n_echo);
@@ -262,4 +321,4 @@ static void cmpl_finish(gen *g) {
     gen_answer(g, o);
 }
 
-const gen_fmt fmt_completion = { cmpl_start, cmpl_token, cmpl_finish };
+const gen_fmt fmt_completion = { cmpl_start, cmpl_token, cmpl_finish, cmpl_prompt };

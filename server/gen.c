@@ -2,6 +2,7 @@
 #include "server/gen.h"
 #include "server/gen_group.h"
 #include "server/errors.h"
+#include "engine/text/tokenizer.h"
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +200,13 @@ void gen_submit(gen *g, const int32_t *prompt, int n_prompt) {
     }
     g->in_engine = true;
     g->n_prompt = n_prompt;
+    g->prompt0 = prompt[0];
+    if (g->o.echo && g->o.logprobs && g->echo)   /* the prompt's text offsets are read against its decoded bytes */
+        for (int i = 0; i < n_prompt; i++) {
+            char buf[1024];
+            size_t n = tokenizer_token_bytes(s->model->tok, prompt[i], false, buf, sizeof buf);
+            g->prompt_bytes += n < sizeof buf ? n : sizeof buf;
+        }
     gen_opts_free(&g->o);   /* the engine copied the logit bias */
     if (g->grp && g->index > 0) {   /* the first member started the answer */
         g->stream_started = g->o.stream;
@@ -356,6 +364,7 @@ void gen_events_drain(server *s) {
             on_done(g, &n->ev, n->stop_word);
             break;
         case JOB_EV_PROMPT:
+            if (g->req && !g->ended && g->fmt->prompt) g->fmt->prompt(g, &n->ev);
             break;
         }
         free(n->text);

@@ -53,6 +53,8 @@ typedef struct gen_fmt {
     void (*token)(gen *g, const char *text, size_t len, const job_event *ev);
     /* the generation ended normally: answer, or end the stream */
     void (*finish)(gen *g);
+    /* a prompt token's logprobs (echo with logprobs), before any token; may be NULL */
+    void (*prompt)(gen *g, const job_event *ev);
 } gen_fmt;
 
 struct ev_node;
@@ -85,6 +87,11 @@ struct gen {
     cJSON *pending_lp;        /* the logprobs of the token being parsed, for its first chunk */
     size_t text_offset;       /* completions: bytes before the next token */
     char *echo;               /* completions with echo: the prompt text */
+    int32_t prompt0;          /* the prompt's first token (echo with logprobs: its entry has no logprob) */
+    bool prompt_lp_begun;     /* echo with logprobs: the prompt's entries are under way in acc */
+    bool echo_sent;           /* a stream's echo chunk went out */
+    size_t prompt_off;        /* echo with logprobs: the decoded prompt bytes before the next token */
+    size_t prompt_bytes;      /* and all of them (more than the echo's when a tokenizer added a space) */
     bool truncated;           /* infill: the input was cut to fit */
     double t0, t_last;        /* ms: arrival, last token */
     bool any_token;

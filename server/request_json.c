@@ -402,7 +402,8 @@ static bool parse_grammar(const cJSON *b, gen_opts *o, api_error *e) {
 }
 
 /* The length limit: max_completion_tokens / max_tokens (OpenAI: at least 1,
- * or -1 as llama.cpp's clients send for "until the context or a stop") or
+ * or -1 as llama.cpp's clients send for "until the context or a stop", or 0
+ * on /v1/completions with echo: the prompt is only scored) or
  * n_predict (llama.cpp: -1 unlimited, 0 warms the cache only). */
 static bool parse_length(const server *s, const cJSON *b, gen_kind kind, gen_opts *o, api_error *e) {
     const char *keys[3] = { "n_predict", "max_tokens", "max_completion_tokens" };
@@ -413,8 +414,10 @@ static bool parse_length(const server *s, const cJSON *b, gen_kind kind, gen_opt
         bool oai = i > 0;
         long long n = -1;
         if (!jf_int(b, k, oai ? -1 : -2, INT_MAX, &n, e)) return false;
-        if (oai && n == 0)
-            return api_fail(e, 400, k, "invalid_value", "'%s' must be at least 1 (or -1: until the context is full)", k);
+        /* /v1/completions with echo: 0 scores the prompt (prompt logprobs), as OpenAI's legacy API allowed */
+        bool scoring = kind == GEN_COMPLETION && i == 1 && cJSON_IsTrue(jf_get(b, "echo"));
+        if (oai && n == 0 && !scoring)
+            return api_fail(e, 400, k, "invalid_value", "'%s' must be at least 1 (or -1: until the context is full; 0 with echo)", k);
         if (n > s->n_ctx)
             return api_fail(e, 400, k, "context_length_exceeded",
                             "'%s' is %lld but a slot's context holds %d tokens (prompt included)", k, n, s->n_ctx);
@@ -525,8 +528,7 @@ bool parse_gen_opts(const server *s, const cJSON *b, gen_kind kind, gen_opts *o,
         o->logprobs = n >= 0;
         o->n_probs = n > 0 ? (int)n : 0;
         if (!jf_bool(b, "echo", &o->echo, e)) return false;
-        if (o->echo && o->logprobs)
-            return api_fail(e, 400, "echo", "unsupported_value", "'echo' with 'logprobs' is not supported: prompt logprobs are not computed");
+        o->jp.prompt_logprobs = o->echo && o->logprobs;   /* the prompt's tokens get logprobs too */
         break;
     case GEN_LLAMA:
         n = 0;

@@ -37,6 +37,7 @@ typedef struct {
     float plp[256];
     token_logprob ptop[256][3];
     bool hold;                /* its token callback waits while set: the slot stays busy */
+    bool hold_started;        /* its STARTED callback waits while set: the engine thread with it */
     engine *e;
     uint64_t id;
 } run;
@@ -44,7 +45,10 @@ typedef struct {
 static void on_event(void *user, const job_event *ev) {
     run *r = user;
     pthread_mutex_lock(&r->mu);
-    if (ev->type == JOB_EV_STARTED) r->started = true;
+    if (ev->type == JOB_EV_STARTED) {
+        r->started = true;
+        while (r->hold_started) pthread_cond_wait(&r->cv, &r->mu);
+    }
     if (ev->type == JOB_EV_PROMPT) {
         if (r->n_tokens || ev->pos != r->n_prompt_ev + 1 || ev->pos >= 256) r->prompt_ev_late = true;
         else {
@@ -84,6 +88,13 @@ static void run_init(run *r, engine *e) {
 static void run_wait(run *r) {
     pthread_mutex_lock(&r->mu);
     while (!r->done) pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void run_release(run *r) {
+    pthread_mutex_lock(&r->mu);
+    r->hold_started = false;
+    pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -232,8 +243,10 @@ static void test_shared_prefill(const model *m) {
             job_params p = round ? ps[i] : pg;
             p.cache_prompt = false;   /* no resident prefix: only the sharing can skip the prefill */
             if (i) p.prefill_from = r[0].id;
+            r[i].hold_started = !i;   /* the engine waits at its admission: the others queue meanwhile */
             submit(e, &r[i], prompt_a, 200, &p);
         }
+        run_release(&r[0]);   /* the others come in while it prefills (16 tokens a step) and wait */
         for (int i = 0; i < N; i++) run_wait(&r[i]);
         engine_get_stats(e, &after);
         for (int i = 0; i < N; i++) {
@@ -254,9 +267,11 @@ static void test_shared_prefill(const model *m) {
     for (int i = 0; i < N; i++) {
         run_init(&r[i], e);
         if (i) p.prefill_from = r[0].id;
+        r[i].hold_started = !i;
         submit(e, &r[i], prompt_a, 200, &p);
         if (!i) engine_cancel(e, r[0].id);
     }
+    run_release(&r[0]);
     for (int i = 0; i < N; i++) run_wait(&r[i]);
     CHECK(r[0].finish == FINISH_CANCELLED);
     for (int i = 1; i < N; i++) CHECKF(same_tokens(&ref_g, &r[i]), "choice %d after a cancelled first differs", i);
@@ -272,10 +287,12 @@ static void test_shared_prefill(const model *m) {
     run_init(&other, e); run_init(&lead, e); run_init(&late, e);
     job_params po = greedy(100), pl = greedy(100), pf = greedy(24);
     po.cache_prompt = pl.cache_prompt = pf.cache_prompt = false;
+    other.hold_started = true;   /* until all three are queued */
     submit(e, &other, prompt_d, 7, &po);   /* generating first: the prompt beside it goes 5 tokens a step */
     submit(e, &lead, prompt_a, 200, &pl);
     pf.prefill_from = lead.id;
     submit(e, &late, prompt_a, 200, &pf);
+    run_release(&other);
     run_wait(&other); run_wait(&lead); run_wait(&late);
     CHECKF(same_tokens(&ref_g, &late), "a choice admitted late differs");
     CHECKF(late.n_cached == (swa ? 0 : 199), "late choice: n_cached %d", late.n_cached);

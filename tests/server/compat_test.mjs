@@ -219,6 +219,66 @@ export function register(h) {
     await stopClean(s);
   });
 
+  test('compat: echo with logprobs gives the prompt\'s logprobs (teacher forcing), max_tokens 0 scores a prompt', async () => {
+    const s = await stories();
+    const ids = [1, 300, 200, 450, 77, 401, 33, 5, 260];
+    const cmpl = async (b) => {
+      const r = await post(s, '/v1/completions', { temperature: 0, cache_prompt: false, ignore_eos: true, ...b });
+      eq(r.status, 200, r.body.slice(0, 300));
+      return r.json;
+    };
+    // teacher forcing, one request per prefix: the next prompt token forced by a bias
+    // (a bias moves the pick, never the reported logprobs, which are the model's)
+    const want = [null], wantTop = [null];
+    for (let i = 1; i < ids.length; i++) {
+      const r = await cmpl({ prompt: ids.slice(0, i), max_tokens: 1, logprobs: 3, logit_bias: { [ids[i]]: 100 } });
+      const l = r.choices[0].logprobs;
+      eq(r.usage.completion_tokens, 1, 'one forced token');
+      want.push(l.token_logprobs[0]);
+      wantTop.push(l.top_logprobs[0]);
+    }
+    for (const max_tokens of [0, 1, 4]) {
+      const r = await cmpl({ prompt: ids, max_tokens, logprobs: 3, echo: true });
+      const l = r.choices[0].logprobs;
+      eq(l.tokens.length, ids.length + max_tokens, `max_tokens ${max_tokens}: a logprob entry per prompt and generated token`);
+      eq(l.token_logprobs.slice(0, ids.length), want, `max_tokens ${max_tokens}: prompt logprobs == teacher forcing`);
+      eq(l.top_logprobs.slice(0, ids.length), wantTop, `max_tokens ${max_tokens}: prompt top_logprobs == teacher forcing`);
+      eq(l.text_offset[0], 0, 'first offset');
+      assert(l.text_offset.every((o, i) => !i || o >= l.text_offset[i - 1]), `offsets ascend: ${l.text_offset}`);
+      eq(r.choices[0].text, (await cmpl({ prompt: ids, max_tokens, echo: true })).choices[0].text, 'the text is the echo and the answer');
+      if (max_tokens) eq(l.token_logprobs.slice(ids.length), (await cmpl({ prompt: ids, max_tokens, logprobs: 3 })).choices[0].logprobs.token_logprobs, 'generated logprobs unchanged');
+      if (max_tokens === 0) eq(r.usage.completion_tokens, 0, 'nothing generated');
+    }
+    // streamed: the echo chunk carries the prompt's logprobs, then one chunk a token
+    const st = await post(s, '/v1/completions', { prompt: ids, max_tokens: 3, logprobs: 3, echo: true, temperature: 0, stream: true });
+    const evs = dataJson(sse(st.body)).filter((e) => e.choices.length);
+    eq(evs[0].choices[0].logprobs.token_logprobs, want, 'the echo chunk: prompt logprobs');
+    const whole = await cmpl({ prompt: ids, max_tokens: 3, logprobs: 3, echo: true });
+    eq(evs.flatMap((e) => e.choices[0].logprobs ? e.choices[0].logprobs.token_logprobs : []), whole.choices[0].logprobs.token_logprobs, 'streamed == whole');
+    eq(evs.map((e) => e.choices[0].text).join(''), whole.choices[0].text, 'streamed text == whole');
+    // lm-eval-harness' loglikelihood body: token lists, max_tokens 0 or 1, logprobs 1, echo
+    const ctx = [ids.slice(0, 5), ids];
+    const lm = await cmpl({ model: 'stories260K', prompt: ctx, max_tokens: 0, logprobs: 1, echo: true, seed: 1234 });
+    eq(lm.choices.map((c) => c.index), [0, 1], 'one choice per prompt');
+    eq(lm.choices[0].logprobs.token_logprobs, want.slice(0, 5), 'prompt 0 scored');
+    eq(lm.choices[1].logprobs.token_logprobs, want, 'prompt 1 scored');
+    // n = 2: both choices carry the prompt's logprobs
+    const two = await cmpl({ prompt: ids, max_tokens: 2, logprobs: 1, echo: true, n: 2 });
+    for (const c of two.choices) eq(c.logprobs.token_logprobs.slice(0, ids.length), want, `choice ${c.index}: prompt logprobs`);
+    // a text prompt: the tokens' texts in order, the first without a logprob
+    const t = await cmpl({ prompt: 'Once upon a time', max_tokens: 0, logprobs: 2, echo: true });
+    const tl = t.choices[0].logprobs;
+    eq(t.choices[0].text, 'Once upon a time', 'echo text');
+    eq(tl.tokens.length, t.usage.prompt_tokens, 'an entry per prompt token');
+    eq(tl.token_logprobs[0], null, 'the first has none');
+    eq(tl.top_logprobs[0], null, 'nor alternatives');
+    assert(tl.token_logprobs.slice(1).every((x) => typeof x === 'number' && x <= 0), `logprobs: ${tl.token_logprobs}`);
+    assert(tl.top_logprobs.slice(1).every((x) => Object.keys(x).length === 2), 'two alternatives each');
+    // offsets into the echoed text (the tokenizer's added space before 'Once' is not in it)
+    for (let i = 2; i < tl.tokens.length; i++)
+      assert(t.choices[0].text.startsWith(tl.tokens[i], tl.text_offset[i]), `token ${i} '${tl.tokens[i]}' at ${tl.text_offset[i]}`);
+  });
+
   test('compat: n > 1, prompt lists and streamed legacy logprobs through the openai client', async () => {
     if (!OpenAI) return 'skip';
     const s = await stories();
