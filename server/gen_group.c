@@ -56,6 +56,10 @@ void gen_group_add(gen_group *grp, gen *g, int index, bool shares_prompt) {
     assert(index == grp->n_added && index < grp->n);
     g->grp = grp;
     g->index = index;
+    if (index > 0 && grp->m[0]) {   /* one completion: every chunk of every choice has the same id */
+        memcpy(g->id, grp->m[0]->id, sizeof g->id);
+        g->created = grp->m[0]->created;
+    }
     grp->m[index] = g;
     grp->shares[index] = shares_prompt;
     grp->n_added++;

@@ -279,6 +279,97 @@ export function register(h) {
       assert(t.choices[0].text.startsWith(tl.tokens[i], tl.text_offset[i]), `token ${i} '${tl.tokens[i]}' at ${tl.text_offset[i]}`);
   });
 
+  // The documented shapes (OpenAI API reference: the chat completion chunk, the
+  // legacy completion object) that the SDKs' stream types read, checked field by field.
+  const isInt = (x) => Number.isInteger(x);
+  const isNum = (x) => typeof x === 'number';
+  const isStr = (x) => typeof x === 'string';
+  const tokenLogprob = (t, top, what) => {
+    assert(isStr(t.token) && isNum(t.logprob) && t.logprob <= 0, `${what}: token, logprob`);
+    assert(t.bytes === null || (Array.isArray(t.bytes) && t.bytes.every((b) => isInt(b) && b >= 0 && b < 256)), `${what}: bytes`);
+    if (top !== undefined) {
+      assert(Array.isArray(t.top_logprobs) && t.top_logprobs.length === top, `${what}: ${top} top_logprobs`);
+      t.top_logprobs.forEach((x, i) => tokenLogprob(x, undefined, `${what} top ${i}`));
+    }
+  };
+  const chunkHead = (c, object, what) => {
+    assert(isStr(c.id) && c.object === object && isInt(c.created) && isStr(c.model) && Array.isArray(c.choices), `${what}: id, object, created, model, choices`);
+  };
+  // A stream read the way the SDKs' stream helpers accumulate it: by choice index.
+  const accumulate = (evs, chat) => {
+    const acc = [];
+    for (const ev of evs) for (const c of ev.choices) {
+      const a = acc[c.index] || (acc[c.index] = { text: '', lp: [], finish: null, role: null });
+      if (chat) {
+        if (c.delta.role) a.role = c.delta.role;
+        a.text += c.delta.content || '';
+        if (c.logprobs && c.logprobs.content) a.lp.push(...c.logprobs.content);
+      } else {
+        a.text += c.text;
+        if (c.logprobs) a.lp.push(...c.logprobs.tokens.map((t, i) => [t, c.logprobs.token_logprobs[i]]));
+      }
+      if (c.finish_reason) { assert(!a.finish, `index ${c.index}: one finish_reason`); a.finish = c.finish_reason; }
+    }
+    return acc;
+  };
+
+  test('compat: streamed n > 1 with logprobs in the documented chunk shapes, one id, == the whole answer', async () => {
+    const s = await stories();
+    const body = { messages: [{ role: 'user', content: 'Tell me a story' }], n: 3, seed: 9, max_tokens: 6, temperature: 1, logprobs: true, top_logprobs: 2 };
+    const st = await post(s, '/v1/chat/completions', { ...body, stream: true, stream_options: { include_usage: true } });
+    const raw = sse(st.body);
+    eq(raw[raw.length - 1].data, '[DONE]', 'the stream ends with [DONE]');
+    const evs = dataJson(raw);
+    evs.forEach((c, i) => {
+      chunkHead(c, 'chat.completion.chunk', `chunk ${i}`);
+      for (const ch of c.choices) {
+        assert(isInt(ch.index) && ch.index >= 0 && ch.index < 3, `chunk ${i}: index`);
+        assert(ch.delta && typeof ch.delta === 'object', `chunk ${i}: delta`);
+        assert(ch.delta.content === undefined || ch.delta.content === null || isStr(ch.delta.content), `chunk ${i}: content`);
+        assert([null, 'stop', 'length'].includes(ch.finish_reason), `chunk ${i}: finish_reason ${ch.finish_reason}`);
+        assert(ch.logprobs === null || Array.isArray(ch.logprobs.content), `chunk ${i}: logprobs`);
+        if (ch.logprobs) ch.logprobs.content.forEach((t, k) => tokenLogprob(t, 2, `chunk ${i} lp ${k}`));
+      }
+    });
+    eq(new Set(evs.map((c) => c.id)).size, 1, 'one id for every choice\'s chunks');
+    const last = evs[evs.length - 1];
+    eq(last.choices, [], 'the usage chunk has no choices');
+    assert(isInt(last.usage.prompt_tokens) && last.usage.total_tokens === last.usage.prompt_tokens + last.usage.completion_tokens, 'usage');
+    const acc = accumulate(evs, true);
+    const whole = (await post(s, '/v1/chat/completions', body)).json;
+    eq(acc.length, 3, 'three choices');
+    whole.choices.forEach((c, i) => {
+      eq(acc[i].role, 'assistant', `choice ${i}: role`);
+      eq(acc[i].text, c.message.content, `choice ${i}: streamed text == whole`);
+      eq(acc[i].lp, c.logprobs.content, `choice ${i}: streamed logprobs == whole`);
+      eq(acc[i].lp.map((t) => t.token).join(''), c.message.content, `choice ${i}: the logprob tokens spell the text`);
+      eq(acc[i].finish, c.finish_reason, `choice ${i}: finish`);
+    });
+    eq(last.usage.completion_tokens, whole.usage.completion_tokens, 'usage: streamed == whole');
+    // the legacy endpoint: n = 2 with echo and logprobs
+    const lb = { prompt: 'Once upon a time', n: 2, seed: 9, max_tokens: 5, temperature: 1, logprobs: 2, echo: true };
+    const ls = dataJson(sse((await post(s, '/v1/completions', { ...lb, stream: true })).body));
+    ls.forEach((c, i) => {
+      chunkHead(c, 'text_completion', `legacy chunk ${i}`);
+      for (const ch of c.choices) {
+        assert(isStr(ch.text) && isInt(ch.index) && [null, 'stop', 'length'].includes(ch.finish_reason), `legacy chunk ${i}: text, index, finish`);
+        const l = ch.logprobs;
+        if (l === null) continue;
+        const n = l.tokens.length;
+        assert(l.token_logprobs.length === n && l.top_logprobs.length === n && l.text_offset.length === n, `legacy chunk ${i}: parallel arrays`);
+        assert(l.tokens.every(isStr) && l.text_offset.every(isInt), `legacy chunk ${i}: tokens, offsets`);
+        l.token_logprobs.forEach((x, k) => assert(x === null ? k === 0 && ch.text === lb.prompt : isNum(x), `legacy chunk ${i}: logprob ${k}`));
+        l.top_logprobs.forEach((x, k) => assert(x === null || Object.values(x).every(isNum), `legacy chunk ${i}: top ${k}`));
+      }
+    });
+    eq(new Set(ls.map((c) => c.id)).size, 1, 'legacy: one id');
+    const la = accumulate(ls, false), lw = (await post(s, '/v1/completions', lb)).json;
+    lw.choices.forEach((c, i) => {
+      eq(la[i].text, c.text, `legacy choice ${i}: streamed text == whole`);
+      eq(la[i].lp, c.logprobs.tokens.map((t, k) => [t, c.logprobs.token_logprobs[k]]), `legacy choice ${i}: logprobs`);
+    });
+  });
+
   test('compat: n > 1, prompt lists and streamed legacy logprobs through the openai client', async () => {
     if (!OpenAI) return 'skip';
     const s = await stories();

@@ -277,7 +277,6 @@ test('bad bodies: JSON, UTF-8, types, 413', async () => {
   for (const [body, param] of cases) assertError(await post(s, '/v1/chat/completions', body), 400, param, JSON.stringify(body).slice(0, 80));
   eq((await post(s, '/v1/completions', { prompt: [[1, 2], [3, 4]], max_tokens: 2 })).json.choices.length, 2, 'a list of prompts');
   assertError(await post(s, '/v1/completions', { prompt: [1, 99999] }), 400, 'prompt', 'token out of range');
-  assertError(await post(s, '/v1/completions', { prompt: 'x', echo: true, logprobs: 1 }), 400, 'echo', 'echo+logprobs');
   assertError(await post(s, '/completion', { prompt: 'x', n_probs: 'a' }), 400, 'n_probs', 'n_probs type');
   assertError(await post(s, '/completion', { prompt: 'x', samplers: ['top_k', 'warp_drive'] }), 400, 'samplers', 'samplers');
   assertError(await post(s, '/completion', { prompt: 'x', mirostat: 3 }), 400, 'mirostat', 'mirostat 3');
