@@ -12,6 +12,7 @@
 #include "kernels/formats.h"
 
 struct hpool;
+struct kern_path;
 
 /* A weight matrix: n_out rows of n_in elements in GGUF's row-major layout.
  * `data` points into the mapped file (or a repacked copy, see `packed`). */
@@ -21,7 +22,8 @@ typedef struct hweight {
     const uint8_t *data;
     size_t row_bytes;
     void *packed;        /* path-specific layout made at load, or NULL */
-    int packed_path;     /* id of the path that made `packed` */
+    const struct kern_path *packed_path;   /* the path (of the table it was prepared with)
+                                            * that made `packed` and computes it; NULL when not packed */
 } hweight;
 
 /* Scratch the matmul needs for quantized activations; sized once at load

@@ -139,7 +139,7 @@ void kern_matmul_n(int count, const hweight *const *ws, int M, const float *x, f
     for (int i = 0; i < count; i++) {
         const hweight *w = ws[i];
         const format_info *f = format_get(w->type);
-        const kern_path *path = w->packed ? kern_path_get((kern_path_id)w->packed_path) : &kern_path_scalar;
+        const kern_path *path = w->packed ? w->packed_path : &kern_path_scalar;
         if (!f || !path) matmul_abort("unsupported weight", w);
         if (w->n_in != n_in) matmul_abort("fused weights differ in n_in", w);
         mm_part *p = &rj.part[i];
@@ -681,7 +681,6 @@ static void release_source(const hweight *w) {
 
 int kern_prepare_weight(const kern_table *t, hweight *w) {
     if (w->packed) return 0;
-    kern_path_id id = t->id;
     const kern_path *path = t->matmul;
     if (!path || !path->packs(w->type)) return 0;
     kpack *p = kern_pack(w, path->q6_crumbs, path->pairs_interleaved);
@@ -692,7 +691,7 @@ int kern_prepare_weight(const kern_table *t, hweight *w) {
         return 0;               /* a shape the layout does not take: stay scalar */
     }
     w->packed = p;
-    w->packed_path = (int)id;
+    w->packed_path = path;
     release_source(w);
     return 0;
 }
@@ -701,7 +700,7 @@ void kern_release_weight(hweight *w) {
     if (!w->packed) return;
     kern_pack_free(w->packed);
     w->packed = NULL;
-    w->packed_path = KPATH_SCALAR;
+    w->packed_path = NULL;
 }
 
 void kern_get_row(const hweight *w, int64_t row, float *out) {

@@ -11,6 +11,9 @@
  *  - kern_get_row == format_dequantize_row, packed or not;
  *  - a path's own activation quantizer == act_quantize_row, byte for byte;
  *  - preparing a weight leaves the bytes it was made from intact;
+ *  - the pool's worker id reaches a table's rows kernel: a table whose rows
+ *    record the id, on 2 threads, sees ids 0 and 1 and gives the wrapped
+ *    path's outputs (control: on 1 thread the same check sees only 0);
  *  - path names, forcing and the HEARTH_KERNELS names. */
 #include "tests/test.h"
 #include "kernels/kernels.h"
@@ -20,7 +23,9 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 /* ---- deterministic random numbers ---------------------------------------- */
 
@@ -416,6 +421,78 @@ static void test_fused(kern_path_id id) {
     free(x);
 }
 
+/* ---- the worker id reaches the kernel -------------------------------------- */
+
+/* A matmul path that records which pool workers ran its rows, then computes
+ * them with a real path (same packing rules, so the same layout), or, on a
+ * CPU with no packing path (cortex-a53), writes zeros (the ids are what is
+ * checked there). The first worker in waits (bounded) for the other to
+ * take a block, so a 2-thread run cannot be finished by one worker alone
+ * before the other wakes. */
+static const kern_path *rec_inner;
+static atomic_int rec_calls[3];   /* [0], [1]: per worker id; [2]: any id out of range */
+static int rec_threads;
+
+static bool rec_packs(int type) { return rec_inner ? rec_inner->packs(type) : type == FMT_Q4_0; }
+
+static void rec_rows(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int worker) {
+    atomic_fetch_add(&rec_calls[worker >= 0 && worker < 2 && worker < rec_threads ? worker : 2], 1);
+    if (rec_threads > 1 && (worker == 0 || worker == 1)) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do clock_gettime(CLOCK_MONOTONIC, &t);
+        while (!atomic_load(&rec_calls[1 - worker]) && t.tv_sec - t0.tv_sec < 10);
+    }
+    if (rec_inner) rec_inner->rows(w, a, y, n0, n1, worker);
+    else for (int m = 0; m < a->M; m++) memset(y + (size_t)m * w->n_out + n0, 0, sizeof(float) * (size_t)(n1 - n0));
+}
+
+/* 1 when a run on `threads` workers showed the kernel ids 0 and 1 and none out of range. */
+static int worker_ids_seen(const kern_table *t, const hweight *src, const float *x, float *y, int threads) {
+    hweight w = *src;
+    CHECK(kern_prepare_weight(t, &w) == 0);
+    CHECK(w.packed && w.packed_path == t->matmul);
+    for (int i = 0; i < 3; i++) atomic_store(&rec_calls[i], 0);
+    rec_threads = threads;
+    kern_matmul(&w, 2, x, y, &scratch, pools[threads]);
+    kern_release_weight(&w);
+    return atomic_load(&rec_calls[0]) > 0 && atomic_load(&rec_calls[1]) > 0 && atomic_load(&rec_calls[2]) == 0;
+}
+
+static void test_worker_ids(void) {
+    kern_path_id inner = KPATH_COUNT;
+    for (int p = KPATH_COUNT - 1; p > KPATH_SCALAR; p--)
+        if (kernels_path_available((kern_path_id)p) && path_packs((kern_path_id)p, FMT_Q4_0)) inner = (kern_path_id)p;
+    const kern_table *base = kern_table_get(inner == KPATH_COUNT ? KPATH_SCALAR : inner);
+    rec_inner = inner == KPATH_COUNT ? NULL : base->matmul;
+    kern_path rec = *base->matmul;
+    rec.name = "recorder";
+    rec.packs = rec_packs;
+    rec.rows = rec_rows;
+    kern_table t = *base;
+    t.matmul = &rec;
+
+    const int64_t K = 256, N = 64 * KP_UNIT_ROWS;   /* many units: more blocks than workers */
+    uint8_t *data = make_weight(FMT_Q4_0, K, N);
+    hweight w = { .type = FMT_Q4_0, .n_in = K, .n_out = N, .data = data, .row_bytes = format_row_bytes(FMT_Q4_0, K) };
+    float *x = malloc(sizeof(float) * (size_t)(2 * K));
+    float *want = malloc(sizeof(float) * (size_t)(2 * N)), *got = malloc(sizeof(float) * (size_t)(2 * N));
+    for (int64_t i = 0; i < 2 * K; i++) x[i] = rng_normal();
+    hweight ref = w;
+    CHECK(kern_prepare_weight(base, &ref) == 0);
+    kern_matmul(&ref, 2, x, want, &scratch, pools[2]);
+    kern_release_weight(&ref);
+    if (!rec_inner) memset(want, 0, sizeof(float) * (size_t)(2 * N));
+
+    CHECKF(worker_ids_seen(&t, &w, x, got, 2), "2 threads: the rows kernel saw worker 0 %d times, 1 %d times, "
+           "out of range %d", atomic_load(&rec_calls[0]), atomic_load(&rec_calls[1]), atomic_load(&rec_calls[2]));
+    CHECK(memcmp(got, want, sizeof(float) * (size_t)(2 * N)) == 0);
+    /* planted control: one worker cannot show both ids, so the check must fail */
+    CHECKF(!worker_ids_seen(&t, &w, x, got, 1), "control: 1 thread passed the two-worker check");
+    CHECK(atomic_load(&rec_calls[0]) > 0 && atomic_load(&rec_calls[2]) == 0);
+    free(data); free(x); free(want); free(got);
+}
+
 int main(void) {
     for (int t = 1; t <= 3; t++) pools[t] = pool_create(t);
     scratch.size = kern_scratch_bytes(M_MAX, 2048);
@@ -432,6 +509,7 @@ int main(void) {
     CHECK(kernels_current() == best);
     printf("cpu: %s; selected path: %s\n", kernels_cpu_summary(), kernels_path_name(best));
     test_layouts();
+    test_worker_ids();
 #if defined(__x86_64__)
     /* The AVX-512 tiles read both panels of a pair: they pack them interleaved. */
     CHECK(kern_path_avx512.pairs_interleaved && !kern_path_avx2.pairs_interleaved);
