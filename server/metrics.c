@@ -85,6 +85,72 @@ static void gauge(out *o, const char *name, const char *help, double v) {
     put(o, "%s %.17g\n", name, v);
 }
 
+/* A label value as the text format wants it: \\, \" and \n escaped. */
+static void label_value(out *o, const char *v) {
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"') put(o, "\\%c", *v);
+        else if (*v == '\n') put(o, "\\n");
+        else put(o, "%c", *v);
+    }
+}
+
+/* One series a model: name{model="id"} value, under one HELP/TYPE. */
+typedef double (*model_value)(const metrics_model *mm);
+
+static void per_model(out *o, const char *name, const char *type, const char *help, const metrics_model *ms, int n,
+                      bool cache, model_value fn) {
+    bool any = false;
+    for (int i = 0; i < n; i++) any |= !cache || ms[i].have_pc;
+    if (!any) return;
+    head(o, name, type, help);
+    for (int i = 0; i < n; i++) {
+        if (cache && !ms[i].have_pc) continue;
+        put(o, "%s{model=\"", name);
+        label_value(o, ms[i].id);
+        put(o, "\"} %.17g\n", fn(&ms[i]));
+    }
+}
+
+#define MODEL_VALUE(NAME, EXPR) static double NAME(const metrics_model *mm) { return (double)(EXPR); }
+MODEL_VALUE(v_slots_total, mm->es.n_slots)
+MODEL_VALUE(v_slots_busy, mm->es.slots_busy)
+MODEL_VALUE(v_queue_depth, mm->es.queue_depth)
+MODEL_VALUE(v_kv_used, mm->es.kv_cells_used)
+MODEL_VALUE(v_kv_total, mm->es.kv_cells_total)
+MODEL_VALUE(v_kv_bytes, mm->es.kv_bytes)
+MODEL_VALUE(v_steps, mm->es.steps)
+MODEL_VALUE(v_engine_prompt, mm->es.prompt_tokens)
+MODEL_VALUE(v_engine_generated, mm->es.generated_tokens)
+MODEL_VALUE(v_pc_entries, mm->pc.entries)
+MODEL_VALUE(v_pc_bytes, mm->pc.bytes)
+MODEL_VALUE(v_pc_hits, mm->pc.hits)
+MODEL_VALUE(v_pc_misses, mm->pc.misses)
+MODEL_VALUE(v_pc_restored, mm->pc.tokens_restored)
+MODEL_VALUE(v_pc_evictions, mm->pc.evictions)
+
+/* The series each loaded model has; cache: only while its prompt cache is on. */
+static const struct {
+    const char *name, *type, *help;
+    bool cache;
+    model_value fn;
+} model_series[] = {
+    { "hearth_slots_total", "gauge", "engine slots", false, v_slots_total },
+    { "hearth_slots_busy", "gauge", "slots running a job", false, v_slots_busy },
+    { "hearth_queue_depth", "gauge", "jobs waiting for a slot", false, v_queue_depth },
+    { "hearth_kv_cells_used", "gauge", "KV cache positions holding tokens, all slots", false, v_kv_used },
+    { "hearth_kv_cells_total", "gauge", "KV cache positions, all slots", false, v_kv_total },
+    { "hearth_kv_bytes", "gauge", "KV cache size in bytes", false, v_kv_bytes },
+    { "hearth_engine_steps_total", "counter", "engine steps run", false, v_steps },
+    { "hearth_engine_prompt_tokens_total", "counter", "prompt tokens prefilled by the engine", false, v_engine_prompt },
+    { "hearth_engine_generated_tokens_total", "counter", "tokens decoded by the engine", false, v_engine_generated },
+    { "hearth_prompt_cache_entries", "gauge", "blocks in the prompt-state store", true, v_pc_entries },
+    { "hearth_prompt_cache_bytes", "gauge", "bytes of stored prompt state", true, v_pc_bytes },
+    { "hearth_prompt_cache_hits_total", "counter", "lookups that restored state", true, v_pc_hits },
+    { "hearth_prompt_cache_misses_total", "counter", "lookups that restored nothing", true, v_pc_misses },
+    { "hearth_prompt_cache_tokens_restored_total", "counter", "positions restored from the store", true, v_pc_restored },
+    { "hearth_prompt_cache_evictions_total", "counter", "blocks evicted by the size cap", true, v_pc_evictions },
+};
+
 static void hist(out *o, const char *name, const char *help, const histogram *h) {
     head(o, name, "histogram", help);
     uint64_t cum = 0;
@@ -99,7 +165,7 @@ static void hist(out *o, const char *name, const char *help, const histogram *h)
 /* llama-server's names (its --metrics), from the same counters: its prompt
  * tokens are the ones prefilled (cached ones excluded), its seconds the
  * engine's time on them, its throughputs their ratios. */
-static void llama_compat(out *o, const metrics *m, const engine_stats *es) {
+static void llama_compat(out *o, const metrics *m, const metrics_model *ms, int n) {
     double pt = (double)(m->prompt_tokens - (m->cached_tokens < m->prompt_tokens ? m->cached_tokens : m->prompt_tokens));
     counter(o, "llamacpp:prompt_tokens_total", "Number of prompt tokens processed.", (uint64_t)pt);
     counter_s(o, "llamacpp:prompt_seconds_total", "Prompt process time", m->prompt_seconds);
@@ -109,17 +175,24 @@ static void llama_compat(out *o, const metrics *m, const engine_stats *es) {
           m->prompt_seconds > 0 ? pt / m->prompt_seconds : 0);
     gauge(o, "llamacpp:predicted_tokens_seconds", "Average generation throughput in tokens/s.",
           m->generated_seconds > 0 ? (double)m->generated_tokens / m->generated_seconds : 0);
-    if (!es) return;
-    counter(o, "llamacpp:n_decode_total", "Total number of llama_decode() calls", es->steps);
+    if (n == 0) return;
+    engine_stats es = { 0 };
+    for (int i = 0; i < n; i++) {
+        es.steps += ms[i].es.steps;
+        es.kv_cells_used += ms[i].es.kv_cells_used;
+        es.kv_cells_total += ms[i].es.kv_cells_total;
+        es.slots_busy += ms[i].es.slots_busy;
+        es.queue_depth += ms[i].es.queue_depth;
+    }
+    counter(o, "llamacpp:n_decode_total", "Total number of llama_decode() calls", es.steps);
     gauge(o, "llamacpp:kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.",
-          es->kv_cells_total ? (double)es->kv_cells_used / (double)es->kv_cells_total : 0);
-    gauge(o, "llamacpp:kv_cache_tokens", "KV-cache tokens.", (double)es->kv_cells_used);
-    gauge(o, "llamacpp:requests_processing", "Number of requests processing.", es->slots_busy);
-    gauge(o, "llamacpp:requests_deferred", "Number of requests deferred.", es->queue_depth);
+          es.kv_cells_total ? (double)es.kv_cells_used / (double)es.kv_cells_total : 0);
+    gauge(o, "llamacpp:kv_cache_tokens", "KV-cache tokens.", (double)es.kv_cells_used);
+    gauge(o, "llamacpp:requests_processing", "Number of requests processing.", es.slots_busy);
+    gauge(o, "llamacpp:requests_deferred", "Number of requests deferred.", es.queue_depth);
 }
 
-char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cache_stats *pc, int in_flight,
-                     bool llama) {
+char *metrics_render(const metrics *m, const metrics_model *ms, int n, int in_flight, bool llama) {
     out o = { .cap = 8192 };
     if (!(o.p = malloc(o.cap))) return NULL;
     o.p[0] = 0;
@@ -135,27 +208,10 @@ char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cach
     hist(&o, "hearth_time_to_first_token_seconds", "from request arrival to the first generated token", &m->ttft);
     hist(&o, "hearth_inter_token_latency_seconds", "between consecutive generated tokens of one request", &m->itl);
     hist(&o, "hearth_request_duration_seconds", "from request arrival to the end of the generation", &m->duration);
-    if (es) {
-        gauge(&o, "hearth_slots_total", "engine slots", es->n_slots);
-        gauge(&o, "hearth_slots_busy", "slots running a job", es->slots_busy);
-        gauge(&o, "hearth_queue_depth", "jobs waiting for a slot", es->queue_depth);
-        gauge(&o, "hearth_kv_cells_used", "KV cache positions holding tokens, all slots", (double)es->kv_cells_used);
-        gauge(&o, "hearth_kv_cells_total", "KV cache positions, all slots", (double)es->kv_cells_total);
-        gauge(&o, "hearth_kv_bytes", "KV cache size in bytes", (double)es->kv_bytes);
-        counter(&o, "hearth_engine_steps_total", "engine steps run", es->steps);
-        counter(&o, "hearth_engine_prompt_tokens_total", "prompt tokens prefilled by the engine", es->prompt_tokens);
-        counter(&o, "hearth_engine_generated_tokens_total", "tokens decoded by the engine", es->generated_tokens);
-    }
-    if (pc && pc->enabled) {
-        gauge(&o, "hearth_prompt_cache_entries", "blocks in the prompt-state store", (double)pc->entries);
-        gauge(&o, "hearth_prompt_cache_bytes", "bytes of stored prompt state", (double)pc->bytes);
-        counter(&o, "hearth_prompt_cache_hits_total", "lookups that restored state", pc->hits);
-        counter(&o, "hearth_prompt_cache_misses_total", "lookups that restored nothing", pc->misses);
-        counter(&o, "hearth_prompt_cache_tokens_restored_total", "positions restored from the store",
-                pc->tokens_restored);
-        counter(&o, "hearth_prompt_cache_evictions_total", "blocks evicted by the size cap", pc->evictions);
-    }
-    if (llama) llama_compat(&o, m, es);
+    for (size_t i = 0; i < sizeof model_series / sizeof *model_series; i++)
+        per_model(&o, model_series[i].name, model_series[i].type, model_series[i].help, ms, n, model_series[i].cache,
+                  model_series[i].fn);
+    if (llama) llama_compat(&o, m, ms, n);
     if (o.oom) { free(o.p); return NULL; }
     return o.p;
 }

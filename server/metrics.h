@@ -30,10 +30,18 @@ void metrics_init(metrics *m);
 /* route: a static string naming the endpoint ("chat", "other", ...). */
 void metrics_request(metrics *m, const char *route, int status);
 void metrics_observe(histogram *h, double seconds);
-/* The whole exposition as a malloc'd string; es / pc may be NULL (loading,
- * cache off). llama: llama-server's llamacpp:* names too, for dashboards
- * made for it. */
-char *metrics_render(const metrics *m, const engine_stats *es, const prompt_cache_stats *pc,
-                     int in_flight, bool llama);
+/* One loaded model's engine figures: its series carry {model="id"}. */
+typedef struct metrics_model {
+    const char *id;
+    engine_stats es;
+    bool have_pc;             /* its prompt cache is on: pc holds its figures */
+    prompt_cache_stats pc;
+} metrics_model;
+
+/* The whole exposition as a malloc'd string: the server's counters, then
+ * each of the n loaded models' engine and prompt-cache series (n may be 0).
+ * llama: llama-server's llamacpp:* names too, for dashboards made for it
+ * (unlabelled, as it serves one model: engine figures summed over all). */
+char *metrics_render(const metrics *m, const metrics_model *models, int n, int in_flight, bool llama);
 
 #endif

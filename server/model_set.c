@@ -296,7 +296,7 @@ static void start_load(model_entry *e) {
 }
 
 static bool idle(const model_entry *e) {
-    return e->state == MODEL_READY && !e->s.gens && !e->waiting && !e->s.offloaded;
+    return e->state == MODEL_READY && !e->s.gens && !e->s.n_held && !e->waiting && !e->s.offloaded;
 }
 
 static void start_unload(model_entry *e) {

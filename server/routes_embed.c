@@ -63,7 +63,7 @@ static void on_event(void *user, const job_event *ev) {
 static void on_closed(void *arg) {   /* the client left: the jobs are not wanted */
     embed_req *r = arg;
     r->req = NULL;
-    for (int i = 0; i < r->n; i++)
+    for (int i = 0; i < r->n && r->s->engine; i++)   /* no engine: shut down, every job has ended */
         if (r->items[i].job) engine_cancel(r->s->engine, r->items[i].job);
 }
 
@@ -146,6 +146,7 @@ static void on_all_in(uv_async_t *a) {
             respond_json(q, 200, answer(r));
         }
     }
+    r->s->n_held--;   /* every job has ended: the model may be unloaded */
     uv_close((uv_handle_t *)&r->async, req_free);
 }
 
@@ -263,6 +264,7 @@ static void embed(server *s, http_req *q, const cJSON *body, bool llama) {
         goto fail;
     }
     r->s = s;
+    s->n_held++;   /* until on_all_in: an idle unload would end the jobs (503) */
     r->req = q;
     r->async.data = r;
     pthread_mutex_init(&r->mu, NULL);

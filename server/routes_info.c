@@ -151,11 +151,21 @@ void route_slots(server *s, http_req *r, const cJSON *body) {
 
 void route_metrics(server *s, http_req *r, const cJSON *body) {
     (void)body;
-    engine_stats es;
-    prompt_cache_stats pc;
-    engine_get_stats(s->engine, &es);
-    bool have_pc = engine_cache_stats(s->engine, &pc) == 0;
-    char *text = metrics_render(s->metrics, &es, have_pc ? &pc : NULL, http_active(s->http), s->o.metrics_compat);
+    /* every loaded model's engine, each under its own label */
+    model_set *set = s->set;
+    metrics_model *ms = calloc((size_t)set->n, sizeof *ms);
+    if (!ms) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
+    int n = 0;
+    for (int i = 0; i < set->n; i++) {
+        const server *m = &set->e[i].s;
+        if (set->e[i].state != MODEL_READY || !m->engine) continue;
+        ms[n].id = m->model_id;
+        engine_get_stats(m->engine, &ms[n].es);
+        ms[n].have_pc = engine_cache_stats(m->engine, &ms[n].pc) == 0;
+        n++;
+    }
+    char *text = metrics_render(s->metrics, ms, n, http_active(s->http), s->o.metrics_compat);
+    free(ms);
     if (!text) { respond_error(r, 500, NULL, NULL, "out of memory"); return; }
     http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text));
     free(text);

@@ -74,6 +74,7 @@ typedef struct server {
 
     gen *gens;                /* live generations */
     int offloaded;            /* requests being prepared off the loop (offload.c): the model stays */
+    int n_held;               /* other requests in flight (embeddings): like gens, they keep the model loaded */
     uv_timer_t keepalive;
     uint64_t next_id;
 } server;

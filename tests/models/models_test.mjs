@@ -3,8 +3,9 @@
 // request alone), /v1/models and its states, 404 naming the models, eviction
 // under --max-loaded 1 and the reload of an evicted model, keep_alive and
 // --keep-alive unloading idle models, --models-dir, a load that does not
-// stall another model's stream or /health, and RSS and file descriptors back
-// to their baseline after a load/unload loop.
+// stall another model's stream or /health, RSS and file descriptors back
+// to their baseline after a load/unload loop, an embedding request holding
+// its model loaded, and /metrics with every loaded model's figures.
 // Prints one line per test and "N passed, N failed".
 import { mkdtempSync, rmSync, readFileSync, readdirSync, copyFileSync, mkdirSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -227,6 +228,55 @@ test('a model that fails to load answers 500 and the server goes on', async () =
     assert(st.value === 'unloaded' && st.error, `status ${JSON.stringify(st)}`);
     const ok = await post(s, '/v1/completions', { model: 'stories260K', prompt: 'Once', max_tokens: 2 });
     assert(ok.status === 200, 'the other model still answers');
+  } finally { await s.stop(); }
+});
+
+test('an embedding request holds its model loaded; keep_alive 0 unloads it only after', async () => {
+  // big enough that the request outlasts several reaper rounds (250 ms): an
+  // unload while its jobs run would end them (503)
+  const emb = await mkmodel('emb.gguf', ['--arch', 'llama', '--embd', '512', '--layers', '2', '--heads', '8', '--ff', '1408',
+    '--mix', 'Q8_0', '--vocab-gguf', STORIES, '--name', 'emb']);
+  const s = await startServer(['-m', STORIES, '-m', emb, '-c', '1024']);
+  try {
+    const input = Array.from({ length: 8 }, (_, i) => Array.from({ length: 600 }, (_, k) => 1 + ((i * 31 + k * 7) % 500)));
+    await post(s, '/v1/embeddings', { model: 'emb', input: 'warm up' });
+    let polls = 0, seen = new Set();
+    let done = false;
+    const req = post(s, '/v1/embeddings', { model: 'emb', input, keep_alive: 0 }).finally(() => { done = true; });
+    while (!done) {
+      const st = (await states(s)).emb;
+      if (!done) { polls++; seen.add(st); }
+      await sleep(50);
+    }
+    const r = await req;
+    console.log(`  ${polls} polls while the embedding ran: ${[...seen].join(', ')}`);
+    assert(r.status === 200 && r.json.data.length === 8, `status ${r.status} ${JSON.stringify(r.json).slice(0, 200)}`);
+    assert(polls >= 3, `the request ended too soon to show anything (${polls} polls)`);
+    assert(seen.size === 1 && seen.has('loaded'), `the model was not held: ${[...seen]}`);
+    await waitFor(async () => (await states(s)).emb === 'unloaded', 3000, 'keep_alive 0 to unload once the request ended');
+  } finally { assert((await s.stop()).code === 0, 'clean exit'); }
+});
+
+test('/metrics reports every loaded model under its own label', async () => {
+  const s = await startServer(['-m', STORIES, '-m', QWEN2, '-m', LLAMA3, '--metrics-compat']);
+  try {
+    const r = await post(s, '/v1/completions', { model: 'qwen2-tiny-Q8_0', prompt: 'Hello', max_tokens: 5, ignore_eos: true });
+    assert(r.status === 200, `status ${r.status}`);
+    const body = await (await fetch(s.base + '/metrics')).text();
+    const series = (name) => Object.fromEntries([...body.matchAll(new RegExp(`^${name}\\{model="([^"]*)"\\} (\\S+)$`, 'gm'))]
+      .map((m) => [m[1], Number(m[2])]));
+    const slots = series('hearth_slots_total');
+    assert(JSON.stringify(Object.keys(slots)) === JSON.stringify(['stories260K', 'qwen2-tiny-Q8_0']) &&
+      slots.stories260K === 2 && slots['qwen2-tiny-Q8_0'] === 2, `hearth_slots_total: ${JSON.stringify(slots)} (llama3 is not loaded)`);
+    const gen = series('hearth_engine_generated_tokens_total');
+    assert(gen['qwen2-tiny-Q8_0'] === 4 && gen.stories260K === 0, `engine tokens per model: ${JSON.stringify(gen)}`);
+    const kv = series('hearth_kv_bytes');
+    assert(kv.stories260K > 0 && kv['qwen2-tiny-Q8_0'] > 0 && kv.stories260K !== kv['qwen2-tiny-Q8_0'], `KV bytes: ${JSON.stringify(kv)}`);
+    assert(body.match(/^# TYPE hearth_kv_bytes gauge$/gm).length === 1, 'one TYPE line a name');
+    // llama-server's names stay unlabelled: the sums over the loaded models
+    const steps = series('hearth_engine_steps_total');
+    const decode = Number(body.match(/^llamacpp:n_decode_total (\S+)$/m)[1]);
+    assert(decode === steps.stories260K + steps['qwen2-tiny-Q8_0'], `llamacpp:n_decode_total ${decode} vs ${JSON.stringify(steps)}`);
   } finally { await s.stop(); }
 });
 

@@ -165,7 +165,8 @@ function rawRequest(port, method, p, body) {
 async function slots(s) { return (await get(s, '/slots')).json; }
 async function metric(s, name) {
   const r = await get(s, '/metrics');
-  const m = r.body.match(new RegExp(`^${name} (\\S+)$`, 'm'));
+  // a model's series carry {model="..."}: the first one (one model served here)
+  const m = r.body.match(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm'));
   return m ? Number(m[1]) : NaN;
 }
 
