@@ -6,77 +6,31 @@
  *   bit for bit; chunked prefill (a small batch) changes nothing;
  * - controls: other prompts give other embeddings; the pooling matters;
  * - the model's pooling_type default (last token for decoder models). */
-#include "tests/test.h"
-#include "engine/sched/engine.h"
+#include "tests/engine_run.h"
 #include "engine/model/backend.h"
 #include "engine/synth/synth_model.h"
 #include <math.h>
-#include <pthread.h>
 #include <unistd.h>
 
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool done;
-    finish_reason finish;
-    int n_prompt, n_generated;
-    float embd[1024];
-    int n_embd;
-} run;
-
-static void on_event(void *user, const job_event *ev) {
-    run *r = user;
-    pthread_mutex_lock(&r->mu);
-    if (ev->type == JOB_EV_DONE) {
-        r->done = true;
-        r->finish = ev->finish;
-        r->n_prompt = ev->n_prompt;
-        r->n_generated = ev->n_generated;
-        if (ev->embedding && ev->n_embd <= 1024) {
-            memcpy(r->embd, ev->embedding, sizeof(float) * (size_t)ev->n_embd);
-            r->n_embd = ev->n_embd;
-        }
-        pthread_cond_signal(&r->cv);
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void run_init(run *r) {
-    memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-}
-
-static void run_wait(run *r) {
-    pthread_mutex_lock(&r->mu);
-    while (!r->done) pthread_cond_wait(&r->cv, &r->mu);
-    pthread_mutex_unlock(&r->mu);
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-}
-
-static void submit(engine *e, run *r, const int32_t *prompt, int n, embed_pooling pool, int max_tokens) {
-    run_init(r);
+static void submit(engine *e, engine_run *r, const int32_t *prompt, int n, embed_pooling pool, int max_tokens) {
     job_params p;
     job_params_default(&p);
     p.embed = pool;
     p.max_tokens = max_tokens;
     p.ignore_eos = true;
     p.sampling.temperature = 0;
-    uint64_t id;
-    int rc = engine_submit(e, prompt, n, &p, on_event, r, &id);
-    CHECKF(rc == ENGINE_OK, "submit: %d", rc);
-    if (rc) r->done = true;
+    engine_run_submit(e, r, prompt, n, &p);
+}
+
+/* Waits for the job's end and frees its lock. */
+static void run_wait(engine_run *r) {
+    engine_run_wait(r);
+    engine_run_destroy(r);
 }
 
 static engine *make_engine(const model *m, int slots, int batch) {
-    engine_config c;
-    engine_config_default(&c);
-    c.n_slots = slots; c.n_ctx = 256; c.n_batch = batch; c.n_threads = 2;
-    char err[256];
-    engine *e = engine_create(m, &c, err, sizeof err);
-    CHECKF(e != NULL, "engine_create: %s", err);
-    return e;
+    engine_config c = test_engine_config(slots, 256, batch);
+    return test_engine_create(m, &c);
 }
 
 /* The pooled embedding computed here: one batch of the whole prompt with
@@ -122,7 +76,7 @@ static void test_pooling(const model *m, const char *name) {
         direct(m, a, 90, pools[k], want[k]);
         /* alone, in chunks of 16 */
         engine *e = make_engine(m, 4, 16);
-        run alone;
+        engine_run alone;
         submit(e, &alone, a, 90, pools[k], -1);
         run_wait(&alone);
         CHECKF(alone.finish == FINISH_STOP && alone.n_embd == E && alone.n_prompt == 90 && alone.n_generated == 0,
@@ -133,7 +87,7 @@ static void test_pooling(const model *m, const char *name) {
         for (int i = 0; i < E; i++) norm += (double)alone.embd[i] * alone.embd[i];
         CHECKF(fabs(norm - 1) < 1e-5, "%s pooling %d: |e|^2 = %g", name, k, norm);
         /* beside another embedding and a generating stream, one engine, a wider batch */
-        run other, stream, beside;
+        engine_run other, stream, beside;
         submit(e, &stream, c, 7, EMBED_OFF, 40);
         submit(e, &other, b, 40, pools[k], -1);
         submit(e, &beside, a, 90, pools[k], -1);
@@ -145,13 +99,13 @@ static void test_pooling(const model *m, const char *name) {
         CHECK(memcmp(other.embd, alone.embd, sizeof(float) * (size_t)E) != 0);
         engine_destroy(e);
         e = make_engine(m, 1, 128);   /* one shot */
-        run shot;
+        engine_run shot;
         submit(e, &shot, a, 90, pools[k], -1);
         run_wait(&shot);
         CHECKF(!memcmp(alone.embd, shot.embd, sizeof(float) * (size_t)E), "%s pooling %d: chunked and one-shot differ", name, k);
         /* last-token pooling may reuse a resident prefix: the same again */
         if (pools[k] == EMBED_LAST) {
-            run again;
+            engine_run again;
             submit(e, &again, a, 90, pools[k], -1);
             run_wait(&again);
             CHECK(!memcmp(alone.embd, again.embd, sizeof(float) * (size_t)E));

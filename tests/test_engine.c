@@ -13,8 +13,7 @@
  * and the prompt budget while a stream generates (n_batch_decoding).
  * The invariants also on a sliding-window model (the gemma3 fixture, its
  * local layers kept as rings of window + batch positions). */
-#include "tests/test.h"
-#include "engine/sched/engine.h"
+#include "tests/engine_run.h"
 #include "engine/sched/generate.h"
 #include "engine/synth/synth_model.h"
 #include "engine/text/tokenizer.h"
@@ -128,13 +127,8 @@ static void submit(engine *e, run *r, const int32_t *prompt, int n, const job_pa
 }
 
 static engine *make_engine(const model *m, int slots, int batch) {
-    engine_config c;
-    engine_config_default(&c);
-    c.n_slots = slots; c.n_ctx = 320; c.n_batch = batch; c.n_threads = 2;
-    char err[256];
-    engine *e = engine_create(m, &c, err, sizeof err);
-    CHECKF(e != NULL, "engine_create: %s", err);
-    return e;
+    engine_config c = test_engine_config(slots, 320, batch);
+    return test_engine_create(m, &c);
 }
 
 static void alone(const model *m, const int32_t *prompt, int n, const job_params *p, run *out) {

@@ -14,8 +14,7 @@
  * - the same invariants on a sliding-window model (the gemma3 fixture, its
  *   local layers kept as rings), and a resident prefix whose window the
  *   ring has moved past: started over from the store, still == fresh. */
-#include "tests/test.h"
-#include "engine/sched/engine.h"
+#include "tests/engine_run.h"
 #include "engine/cache/block_codec.h"
 #include "engine/cache/prompt_cache.h"
 #include "engine/synth/synth_model.h"
@@ -36,46 +35,6 @@
 #define N_GEN 24
 
 /* ---- running jobs ------------------------------------------------------------ */
-typedef struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int32_t tokens[256];
-    int n_tokens;
-    bool done;
-    finish_reason finish;
-    int n_cached;
-} run;
-
-static void on_event(void *user, const job_event *ev) {
-    run *r = user;
-    pthread_mutex_lock(&r->mu);
-    if (ev->type == JOB_EV_TOKEN && r->n_tokens < 256) r->tokens[r->n_tokens++] = ev->token;
-    if (ev->type == JOB_EV_DONE) {
-        r->done = true;
-        r->finish = ev->finish;
-        r->n_cached = ev->n_cached;
-        pthread_cond_broadcast(&r->cv);
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void run_init(run *r) {
-    memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-}
-
-static void run_wait(run *r) {
-    pthread_mutex_lock(&r->mu);
-    while (!r->done) pthread_cond_wait(&r->cv, &r->mu);
-    pthread_mutex_unlock(&r->mu);
-}
-
-static void run_destroy(run *r) {
-    pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
-}
-
 static job_params greedy(void) {
     job_params p;
     job_params_default(&p);
@@ -85,42 +44,29 @@ static job_params greedy(void) {
     return p;
 }
 
-static void submit(engine *e, run *r, const int32_t *prompt, int n, const job_params *p) {
-    run_init(r);
-    uint64_t id;
-    int rc = engine_submit(e, prompt, n, p, on_event, r, &id);
-    CHECKF(rc == ENGINE_OK, "submit failed: %d", rc);
-    if (rc) r->done = true;
-}
-
 /* Runs a prompt to the end; returns the generated tokens in *out. */
-static void gen(engine *e, const int32_t *prompt, int n, run *out) {
+static void gen(engine *e, const int32_t *prompt, int n, engine_run *out) {
     job_params p = greedy();
-    submit(e, out, prompt, n, &p);
-    run_wait(out);
-    run_destroy(out);
+    engine_run_submit(e, out, prompt, n, &p);
+    engine_run_wait(out);
+    engine_run_destroy(out);
 }
 
 static engine *make_engine(const model *m, int slots, int batch, const char *cache, uint64_t cap) {
-    engine_config c;
-    engine_config_default(&c);
-    c.n_slots = slots; c.n_ctx = 256; c.n_batch = batch; c.n_threads = 2;
+    engine_config c = test_engine_config(slots, 256, batch);
     c.prompt_cache = cache;
     c.prompt_cache_bytes = cap;
     c.prompt_cache_block = B;
-    char err[256];
-    engine *e = engine_create(m, &c, err, sizeof err);
-    CHECKF(e != NULL, "engine_create: %s", err);
-    return e;
+    return test_engine_create(m, &c);
 }
 
-static bool same(const run *a, const run *b) {
+static bool same(const engine_run *a, const engine_run *b) {
     return a->n_tokens == b->n_tokens && a->n_tokens > 0 &&
            !memcmp(a->tokens, b->tokens, sizeof(int32_t) * (size_t)a->n_tokens);
 }
 
 /* Generation from a fresh prefill, with no cache at all. */
-static void fresh(const model *m, const int32_t *prompt, int n, run *out) {
+static void fresh(const model *m, const int32_t *prompt, int n, engine_run *out) {
     engine *e = make_engine(m, 1, 64, NULL, 0);
     gen(e, prompt, n, out);
     engine_destroy(e);
@@ -245,7 +191,7 @@ static void test_codec(void) {
 static void test_invariants(const model *m, int n_changed) {
     const char *db = tpath("inv.db");
     rm_db(db);
-    run ref_p, ref_p2, ref_p3, ref_changed;
+    engine_run ref_p, ref_p2, ref_p3, ref_changed;
     fresh(m, P, 100, &ref_p);
     fresh(m, P2, 70, &ref_p2);
     fresh(m, P3, 96, &ref_p3);
@@ -257,7 +203,7 @@ static void test_invariants(const model *m, int n_changed) {
     CHECKF(ref_p.n_tokens == N_GEN && !same(&ref_p, &ref_changed), "control: %d tokens, same %d", ref_p.n_tokens, same(&ref_p, &ref_changed));
 
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
-    run r;
+    engine_run r;
     gen(e, P, 100, &r);
     CHECK(r.n_cached == 0);
     CHECKF(same(&ref_p, &r), "cold run through the cache differs from a fresh prefill");
@@ -272,7 +218,7 @@ static void test_invariants(const model *m, int n_changed) {
     CHECKF(same(&ref_p, &r), "after an in-memory hit: differs from a fresh prefill");
 
     /* sqlite hit in the same process: Q takes the only slot first */
-    run rq;
+    engine_run rq;
     gen(e, Q, 100, &rq);
     CHECK(rq.n_cached == 0);
     gen(e, P, 100, &r);
@@ -289,7 +235,7 @@ static void test_invariants(const model *m, int n_changed) {
 
     /* a resident prefix ending inside block 2 (R shares 40 tokens with P),
      * continued from the store: block 2 from position 40, then blocks 3..5 */
-    run rr;
+    engine_run rr;
     gen(e, R, 60, &rr);
     gen(e, P, 100, &r);
     CHECKF(r.n_cached == 96, "resident 40 + stored blocks gave %d", r.n_cached);
@@ -304,10 +250,10 @@ static void test_invariants(const model *m, int n_changed) {
     /* cache_prompt false: no reuse at all */
     job_params np = greedy();
     np.cache_prompt = false;
-    run rn;
-    submit(e, &rn, P, 100, &np);
-    run_wait(&rn);
-    run_destroy(&rn);
+    engine_run rn;
+    engine_run_submit(e, &rn, P, 100, &np);
+    engine_run_wait(&rn);
+    engine_run_destroy(&rn);
     CHECK(rn.n_cached == 0 && same(&ref_p, &rn));
     engine_destroy(e);
 
@@ -330,7 +276,7 @@ static void test_invariants(const model *m, int n_changed) {
     s = stats_of(e);
     CHECKF(s.entries == 6, "after a clear and a run: %llu entries", (unsigned long long)s.entries);
     engine_destroy(e);
-    run_destroy(&ref_p); run_destroy(&ref_p2); run_destroy(&ref_p3); run_destroy(&ref_changed);
+    engine_run_destroy(&ref_p); engine_run_destroy(&ref_p2); engine_run_destroy(&ref_p3); engine_run_destroy(&ref_changed);
     rm_db(db);
 }
 
@@ -345,7 +291,7 @@ static void test_window_resume(const model *m) {
     int32_t S[70];
     memcpy(S, P, 30 * sizeof *P);
     for (int i = 30; i < 70; i++) S[i] = (i * 13 + 9) % m->p.n_vocab;
-    run ref_s, r;
+    engine_run ref_s, r;
     fresh(m, S, 70, &ref_s);
     for (int with_store = 0; with_store < 2; with_store++) {
         engine *e = make_engine(m, 1, 64, with_store ? db : NULL, 1 << 30);
@@ -358,7 +304,7 @@ static void test_window_resume(const model *m) {
         CHECKF(r.n_cached == 69 && same(&ref_s, &r), "window resume (store %d): resident reuse %d", with_store, r.n_cached);
         engine_destroy(e);
     }
-    run_destroy(&ref_s);
+    engine_run_destroy(&ref_s);
     rm_db(db);
 }
 
@@ -366,16 +312,16 @@ static void test_window_resume(const model *m) {
 static void test_two_streams(const model *m) {
     const char *db = tpath("two.db");
     rm_db(db);
-    run ref;
+    engine_run ref;
     fresh(m, P, 100, &ref);
     /* a small step budget keeps both in prefill together */
     engine *e = make_engine(m, 2, 8, db, 1 << 30);
     job_params p = greedy();
-    run a, b;
-    submit(e, &a, P, 100, &p);
-    submit(e, &b, P, 100, &p);
-    run_wait(&a); run_wait(&b);
-    run_destroy(&a); run_destroy(&b);
+    engine_run a, b;
+    engine_run_submit(e, &a, P, 100, &p);
+    engine_run_submit(e, &b, P, 100, &p);
+    engine_run_wait(&a); engine_run_wait(&b);
+    engine_run_destroy(&a); engine_run_destroy(&b);
     CHECK(same(&ref, &a) && same(&ref, &b));
     prompt_cache_stats s = stats_of(e);
     CHECKF(s.entries == 6 && s.blocks_queued == 6 && s.blocks_stored == 6,
@@ -385,14 +331,14 @@ static void test_two_streams(const model *m) {
     int32_t other[100];
     memcpy(other, P, sizeof P);
     other[0] = (other[0] + 1) % m->p.n_vocab;
-    submit(e, &a, Q, 100, &p);
-    submit(e, &b, other, 100, &p);
-    run_wait(&a); run_wait(&b);
-    run_destroy(&a); run_destroy(&b);
+    engine_run_submit(e, &a, Q, 100, &p);
+    engine_run_submit(e, &b, other, 100, &p);
+    engine_run_wait(&a); engine_run_wait(&b);
+    engine_run_destroy(&a); engine_run_destroy(&b);
     s = stats_of(e);
     CHECK(s.entries == 18 && s.blocks_queued == 18);
     engine_destroy(e);
-    run_destroy(&ref);
+    engine_run_destroy(&ref);
     rm_db(db);
 }
 
@@ -400,7 +346,7 @@ static void test_two_streams(const model *m) {
 static void test_engine_lru(const model *m) {
     const char *db = tpath("elru.db");
     rm_db(db);
-    run ref_p, ref_q, r;
+    engine_run ref_p, ref_q, r;
     fresh(m, P, 100, &ref_p);
     fresh(m, Q, 100, &ref_q);
     /* room for 8 of the 12 blocks of P and Q */
@@ -421,7 +367,7 @@ static void test_engine_lru(const model *m) {
     CHECKF(r.n_cached == 32 && same(&ref_p, &r), "the older prompt after eviction: %d (want its first 2 blocks)",
            r.n_cached);
     engine_destroy(e);
-    run_destroy(&ref_p); run_destroy(&ref_q);
+    engine_run_destroy(&ref_p); engine_run_destroy(&ref_q);
     rm_db(db);
 }
 
@@ -444,7 +390,7 @@ static void test_changed_model(void) {
     model *m = write_model(mp, 5);
     if (!m) return;
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
-    run r;
+    engine_run r;
     gen(e, P, 100, &r);
     engine_destroy(e);
     uint8_t fa[16], fb[16];
@@ -465,7 +411,7 @@ static void test_changed_model(void) {
     if (!m) return;
     prompt_cache_fingerprint(m, B, fb);
     CHECK(memcmp(fa, fb, 16) != 0);
-    run ref;
+    engine_run ref;
     fresh(m, P, 100, &ref);
     e = make_engine(m, 1, 64, db, 1 << 30);
     gen(e, P, 100, &r);
@@ -492,7 +438,7 @@ static void test_changed_model(void) {
         model_free(mp2);
     }
     model_free(m);
-    run_destroy(&ref);
+    engine_run_destroy(&ref);
     unlink(mp);
     rm_db(db);
 }
@@ -555,7 +501,7 @@ static int count_rows(const char *db) {
 static void test_collision(const model *m) {
     const char *db = tpath("collide.db");
     rm_db(db);
-    run ref, r;
+    engine_run ref, r;
     fresh(m, P, 100, &ref);
     engine *e = make_engine(m, 1, 64, db, 1 << 30);   /* creates the schema */
     engine_destroy(e);
@@ -604,13 +550,13 @@ static void test_collision(const model *m) {
     CHECK(count_rows(db) == 12);
     /* the bad row went, and P was stored in its place on the next run */
     e = make_engine(m, 1, 64, db, 1 << 30);
-    run q;
+    engine_run q;
     gen(e, Q, 100, &q);
     gen(e, P, 100, &r);
     CHECKF(r.n_cached == 96, "after the bad row was replaced: %d", r.n_cached);
     CHECK(same(&ref, &r));
     engine_destroy(e);
-    run_destroy(&ref);
+    engine_run_destroy(&ref);
     rm_db(db);
 }
 
@@ -625,14 +571,14 @@ static void write_file(const char *path, const void *p, size_t n) {
 
 /* Opens an engine on a damaged file: it must be set aside (when `aside`),
  * rebuilt, and work: a cold run stores, a restart hits. */
-static void expect_rebuilt(const model *m, const char *db, const run *ref, bool aside, const char *what) {
+static void expect_rebuilt(const model *m, const char *db, const engine_run *ref, bool aside, const char *what) {
     char moved[600];
     snprintf(moved, sizeof moved, "%s.corrupt.1", db);
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
     prompt_cache_stats s;
     CHECKF(engine_cache_stats(e, &s) == 0 && s.enabled, "%s: cache off", what);
     CHECKF(exists(moved) == aside, "%s: moved aside: %d", what, exists(moved));
-    run r;
+    engine_run r;
     gen(e, P, 100, &r);
     CHECKF(same(ref, &r), "%s: output differs", what);
     s = stats_of(e);
@@ -648,7 +594,7 @@ static void expect_rebuilt(const model *m, const char *db, const run *ref, bool 
 static void test_corrupt(const model *m) {
     const char *db = tpath("bad.db");
     rm_db(db);
-    run ref;
+    engine_run ref;
     fresh(m, P, 100, &ref);
 
     /* garbage bytes */
@@ -677,7 +623,7 @@ static void test_corrupt(const model *m) {
 
     /* a truncated database: made by the cache, then cut in half */
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
-    run r;
+    engine_run r;
     gen(e, P, 100, &r);
     gen(e, Q, 100, &r);
     engine_destroy(e);
@@ -700,12 +646,12 @@ static void test_corrupt(const model *m) {
     CHECK(same(&ref, &r));
     engine_destroy(e);
     rmdir(db);
-    run_destroy(&ref);
+    engine_run_destroy(&ref);
 }
 
 /* ---- faults in a child process -------------------------------------------------------- */
 /* Runs fn in a child; true when it exited with 0. */
-static bool in_child(int (*fn)(const model *, const run *), const model *m, const run *ref) {
+static bool in_child(int (*fn)(const model *, const engine_run *), const model *m, const engine_run *ref) {
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -722,7 +668,7 @@ static int drop_root(void) {
     return setgid(65534) || setuid(65534) ? -1 : 0;
 }
 
-static int child_readonly(const model *m, const run *ref) {
+static int child_readonly(const model *m, const engine_run *ref) {
     if (drop_root()) return 3;
     int bad = 0;
     const char *dbs[2] = { tpath("ro/new.db"), tpath("ro/cache.db") };   /* new; existing */
@@ -732,13 +678,13 @@ static int child_readonly(const model *m, const run *ref) {
         prompt_cache_stats s;
         if (engine_cache_stats(e, &s) == 0) {
             /* the existing file may open; its first write must then turn it off */
-            run r;
+            engine_run r;
             gen(e, P, 100, &r);
             bad |= !same(ref, &r);
             s = stats_of(e);
             if (s.enabled) { fprintf(stderr, "read-only %d: cache still on\n", i); bad = 1; }
         }
-        run r;
+        engine_run r;
         gen(e, P, 100, &r);
         bad |= !same(ref, &r);
         gen(e, Q, 100, &r);
@@ -752,10 +698,10 @@ static int child_readonly(const model *m, const run *ref) {
 static void test_readonly(const model *m) {
     const char *dir = tpath("ro"), *db = tpath("ro/cache.db");
     CHECK(mkdir(dir, 0755) == 0);
-    run ref;
+    engine_run ref;
     fresh(m, P, 100, &ref);
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
-    run r;
+    engine_run r;
     gen(e, P, 100, &r);
     engine_destroy(e);
     CHECK(exists(db));
@@ -765,11 +711,11 @@ static void test_readonly(const model *m) {
     chmod(dir, 0755);
     rm_db(db);
     rmdir(dir);
-    run_destroy(&ref);
+    engine_run_destroy(&ref);
 }
 
 /* A full disk, made with a file size limit: writes fail with EFBIG. */
-static int child_disk_full(const model *m, const run *ref) {
+static int child_disk_full(const model *m, const engine_run *ref) {
     const char *db = tpath("full.db");
     engine *e = make_engine(m, 1, 64, db, 1 << 30);
     if (!e) return 4;
@@ -780,7 +726,7 @@ static int child_disk_full(const model *m, const run *ref) {
     int32_t pr[200];
     for (int round = 0; round < 40; round++) {
         for (int i = 0; i < 200; i++) pr[i] = (i * 29 + round * 7 + 1) % m->p.n_vocab;
-        run r;
+        engine_run r;
         gen(e, pr, 200, &r);
         engine_cache_sync(e);
         prompt_cache_stats s;
@@ -788,7 +734,7 @@ static int child_disk_full(const model *m, const run *ref) {
     }
     prompt_cache_stats s;
     if (engine_cache_stats(e, &s) == 0) { fprintf(stderr, "disk full: cache still on\n"); bad = 1; }
-    run r;
+    engine_run r;
     gen(e, P, 100, &r);
     bad |= !same(ref, &r);
     engine_destroy(e);
@@ -798,11 +744,11 @@ static int child_disk_full(const model *m, const run *ref) {
 static void test_disk_full(const model *m) {
     const char *db = tpath("full.db");
     rm_db(db);
-    run ref;
+    engine_run ref;
     fresh(m, P, 100, &ref);
     CHECKF(in_child(child_disk_full, m, &ref), "full disk: the child failed");
     rm_db(db);
-    run_destroy(&ref);
+    engine_run_destroy(&ref);
 }
 
 /* ---- the store alone: LRU, kill -9 ------------------------------------------------------- */
