@@ -480,6 +480,18 @@ static jnode *until(parser *P, const char *end) {
     return b;
 }
 
+/* After a body that stopped at `found` ("else" or end): the else branch's
+ * body through end, or NULL when there is none; end's tag is consumed. */
+static jnode *else_until(parser *P, const char *found, const char *end) {
+    next(P);
+    if (!strcmp(found, "else")) {
+        end_block(P, "else");
+        return until(P, end);
+    }
+    end_block(P, end);
+    return NULL;
+}
+
 /* More expressions after a first one and a comma: a tuple (for x in a, b; set a, b = 1, 2; {{ a, b }}). */
 static jnode *tuple_rest(parser *P, jnode *first, bool nocond) {
     if (!is_op(P, ",")) return first;
@@ -506,18 +518,8 @@ static jnode *statement(parser *P) {
         end_block(P, tag);
         static const char *const e[] = { "elif", "else", "endif", NULL };
         n->b = body(P, e, &found);
-        if (!strcmp(found, "elif")) {
-            n->c = statement(P);   /* consumes through endif */
-            return n;
-        }
-        if (!strcmp(found, "else")) {
-            next(P);
-            end_block(P, "else");
-            n->c = until(P, "endif");
-            return n;
-        }
-        next(P);
-        end_block(P, "endif");
+        if (!strcmp(found, "elif")) n->c = statement(P);   /* consumes through endif */
+        else n->c = else_until(P, found, "endif");
         return n;
     }
     if (!strcmp(tag, "for")) {
@@ -532,14 +534,7 @@ static jnode *statement(parser *P) {
         end_block(P, "for");
         static const char *const e[] = { "else", "endfor", NULL };
         n->c = body(P, e, &found);
-        if (!strcmp(found, "else")) {
-            next(P);
-            end_block(P, "else");
-            n->d = until(P, "endfor");
-            return n;
-        }
-        next(P);
-        end_block(P, "endfor");
+        n->d = else_until(P, found, "endfor");
         return n;
     }
     if (!strcmp(tag, "set")) {
