@@ -2,7 +2,7 @@
  * the one hash of the tree (the prompt cache's block keys and checksums, a
  * model file's id). */
 #include "runtime/hash.h"
-#include <string.h>
+#include "runtime/bytes.h"
 
 #define P1 0x9E3779B185EBCA87ull
 #define P2 0xC2B2AE3D27D4EB4Full
@@ -11,18 +11,6 @@
 #define P5 0x27D4EB2F165667C5ull
 
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
-static uint64_t rd64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static uint32_t rd32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 static uint64_t xx_round(uint64_t acc, uint64_t in) {
     acc += in * P2;
@@ -44,10 +32,10 @@ uint64_t hash64(const void *data, size_t n, uint64_t seed) {
         uint64_t v1 = seed + P1 + P2, v2 = seed + P2, v3 = seed, v4 = seed - P1;
         const uint8_t *limit = end - 32;
         do {
-            v1 = xx_round(v1, rd64(p));
-            v2 = xx_round(v2, rd64(p + 8));
-            v3 = xx_round(v3, rd64(p + 16));
-            v4 = xx_round(v4, rd64(p + 24));
+            v1 = xx_round(v1, bytes_get64(p));
+            v2 = xx_round(v2, bytes_get64(p + 8));
+            v3 = xx_round(v3, bytes_get64(p + 16));
+            v4 = xx_round(v4, bytes_get64(p + 24));
             p += 32;
         } while (p <= limit);
         h = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
@@ -60,12 +48,12 @@ uint64_t hash64(const void *data, size_t n, uint64_t seed) {
     }
     h += (uint64_t)n;
     while (end - p >= 8) {
-        h ^= xx_round(0, rd64(p));
+        h ^= xx_round(0, bytes_get64(p));
         h = rotl64(h, 27) * P1 + P4;
         p += 8;
     }
     if (end - p >= 4) {
-        h ^= (uint64_t)rd32(p) * P1;
+        h ^= (uint64_t)bytes_get32(p) * P1;
         h = rotl64(h, 23) * P2 + P3;
         p += 4;
     }

@@ -1,5 +1,6 @@
 /* Encoding and decoding of a prompt-state block (see block_codec.h). */
 #include "engine/cache/block_codec.h"
+#include "runtime/bytes.h"
 #include "runtime/hash.h"
 #include <string.h>
 
@@ -8,23 +9,6 @@
 #endif
 
 static const uint8_t block_magic[4] = { 'H', 'K', 'V', 'B' };
-
-/* ---- byte access ------------------------------------------------------------ */
-static uint64_t rd64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static uint32_t rd32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-
-static void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
-static void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
-
 
 /* ---- keys ------------------------------------------------------------------- */
 /* A key is two 64-bit halves, each an xxh64 of the block's tokens seeded by
@@ -36,16 +20,16 @@ static void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
 void block_key_root(const uint8_t fingerprint[16], block_key *k) {
     uint64_t lo = hash64(fingerprint, 16, KEY_SEED_LO), hi = hash64(fingerprint, 16, KEY_SEED_HI);
-    wr64(k->b, lo);
-    wr64(k->b + 8, hi);
+    bytes_put64(k->b, lo);
+    bytes_put64(k->b + 8, hi);
 }
 
 void block_key_next(block_key *k, const int32_t *tokens, int n) {
     size_t bytes = n > 0 ? sizeof(int32_t) * (size_t)n : 0;
-    uint64_t lo = hash64(tokens, bytes, rd64(k->b) ^ KEY_SEED_LO);
-    uint64_t hi = hash64(tokens, bytes, rd64(k->b + 8) ^ KEY_SEED_HI);
-    wr64(k->b, lo);
-    wr64(k->b + 8, hi);
+    uint64_t lo = hash64(tokens, bytes, bytes_get64(k->b) ^ KEY_SEED_LO);
+    uint64_t hi = hash64(tokens, bytes, bytes_get64(k->b + 8) ^ KEY_SEED_HI);
+    bytes_put64(k->b, lo);
+    bytes_put64(k->b + 8, hi);
 }
 
 /* ---- blobs ------------------------------------------------------------------ */
@@ -75,14 +59,14 @@ uint8_t *block_encode(void *buf, size_t size, const uint8_t fingerprint[16],
     if (!buf || size != block_blob_size(s) || size == 0) return NULL;
     uint8_t *p = buf;
     memcpy(p, block_magic, 4);
-    wr32(p + 4, BLOCK_VERSION);
+    bytes_put32(p + 4, BLOCK_VERSION);
     memcpy(p + 8, fingerprint, 16);
-    wr32(p + 24, s->n_tokens);
-    wr32(p + 28, s->n_block);
-    wr32(p + 32, s->n_layer);
-    wr32(p + 36, s->kv_dim);
-    wr32(p + 40, BLOCK_KV_F16);
-    wr32(p + 44, 0);
+    bytes_put32(p + 24, s->n_tokens);
+    bytes_put32(p + 28, s->n_block);
+    bytes_put32(p + 32, s->n_layer);
+    bytes_put32(p + 36, s->kv_dim);
+    bytes_put32(p + 40, BLOCK_KV_F16);
+    bytes_put32(p + 44, 0);
     memcpy(p + BLOCK_HEADER_BYTES, tokens, 4u * (size_t)s->n_tokens);
     return p + BLOCK_HEADER_BYTES + 4u * (size_t)s->n_tokens;
 }
@@ -90,24 +74,24 @@ uint8_t *block_encode(void *buf, size_t size, const uint8_t fingerprint[16],
 void block_seal(void *buf, size_t size) {
     if (size < BLOCK_HEADER_BYTES + 8) return;
     uint8_t *p = buf;
-    wr64(p + size - 8, hash64(p, size - 8, CHECKSUM_SEED));
+    bytes_put64(p + size - 8, hash64(p, size - 8, CHECKSUM_SEED));
 }
 
 int block_decode(const void *buf, size_t size, block_view *out) {
     const uint8_t *p = buf;
     memset(out, 0, sizeof *out);
     if (!buf || size < BLOCK_HEADER_BYTES + 8) return -1;
-    if (memcmp(p, block_magic, 4) || rd32(p + 4) != BLOCK_VERSION) return -1;
-    block_shape s = { rd32(p + 24), rd32(p + 28), rd32(p + 32), rd32(p + 36) };
-    uint32_t kv_type = rd32(p + 40), flags = rd32(p + 44);
+    if (memcmp(p, block_magic, 4) || bytes_get32(p + 4) != BLOCK_VERSION) return -1;
+    block_shape s = { bytes_get32(p + 24), bytes_get32(p + 28), bytes_get32(p + 32), bytes_get32(p + 36) };
+    uint32_t kv_type = bytes_get32(p + 40), flags = bytes_get32(p + 44);
     if (kv_type != BLOCK_KV_F16 || flags != 0) return -1;
     /* the exact size follows from the (bounded) header fields */
     size_t want = block_blob_size(&s);
     if (!want || want != size) return -1;
-    if (rd64(p + size - 8) != hash64(p, size - 8, CHECKSUM_SEED)) return -1;
+    if (bytes_get64(p + size - 8) != hash64(p, size - 8, CHECKSUM_SEED)) return -1;
     const uint8_t *tok = p + BLOCK_HEADER_BYTES;
     for (uint32_t i = 0; i < s.n_tokens; i++)
-        if ((int32_t)rd32(tok + 4u * i) < 0) return -1;
+        if ((int32_t)bytes_get32(tok + 4u * i) < 0) return -1;
     memcpy(out->fingerprint, p + 8, 16);
     out->shape = s;
     out->kv_type = kv_type;
@@ -118,7 +102,7 @@ int block_decode(const void *buf, size_t size, block_view *out) {
 }
 
 int32_t block_token(const block_view *v, uint32_t i) {
-    return i < v->shape.n_tokens ? (int32_t)rd32(v->tokens + 4u * i) : -1;
+    return i < v->shape.n_tokens ? (int32_t)bytes_get32(v->tokens + 4u * i) : -1;
 }
 
 bool block_tokens_equal(const block_view *v, const int32_t *tokens, uint32_t n) {
