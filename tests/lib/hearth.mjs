@@ -1,4 +1,4 @@
-// Shared by the node tests (tests/webui, tests/models): assertions, waiting,
+// Shared by the node tests (tests/server, tests/webui, tests/models): assertions, waiting,
 // `hearth serve` processes on 127.0.0.1 with ephemeral ports, and `hearth
 // mkmodel`. Servers still running when the process exits are killed.
 import { spawn } from 'node:child_process';
@@ -23,10 +23,11 @@ export async function waitFor(fn, ms, what) {
 const servers = new Set();
 process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); });
 
-// `hearth serve ARGS --port 0`, resolved once /health answers 200; s.stop()
-// sends SIGINT and resolves with the exit {code, sig}.
-export async function startServer(args) {
-  const proc = spawn(BIN, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+// `hearth serve ARGS --port 0` (env: variables added to this process's),
+// resolved once /health answers 200; s.stop() sends SIGINT and resolves with
+// the exit {code, sig}.
+export async function startServer(args, env = {}) {
+  const proc = spawn(BIN, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   const s = { proc, err: '', exited: null };
   s.exitP = new Promise((res) => proc.on('exit', (code, sig) => { s.exited = { code, sig }; servers.delete(s); res(s.exited); }));
   proc.stderr.on('data', (d) => { s.err += d; });

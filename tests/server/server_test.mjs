@@ -8,10 +8,8 @@ import { mkdtempSync, rmSync, writeFileSync, readFileSync, existsSync } from 'no
 import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
+import { BIN, SHARED, AssertionError, assert, sleep, waitFor, startServer as serve } from '../lib/hearth.mjs';
 
-const BIN = process.env.HEARTH_BIN;
-const SHARED = process.env.HEARTH_SHARED;
-if (!BIN || !SHARED) { console.error('HEARTH_BIN and HEARTH_SHARED must be set'); process.exit(1); }
 const STORIES = path.join(SHARED, 'models', 'stories260K.gguf');
 const QWEN3 = path.join(SHARED, 'fixtures', 'qwen3-tiny-Q4_K_M.gguf');
 const REFERENCE = JSON.parse(readFileSync(path.join(SHARED, 'fixtures', 'reference.json'), 'utf8'));
@@ -24,56 +22,19 @@ if (process.env.HEARTH_NO_OPENAI !== '1') {
 }
 
 // ---- small helpers ---------------------------------------------------------
-class AssertionError extends Error {}
-function assert(cond, msg) { if (!cond) throw new AssertionError(msg); }
 function eq(a, b, msg) {
   const ja = JSON.stringify(a), jb = JSON.stringify(b);
   if (ja !== jb) throw new AssertionError(`${msg}: got ${ja.slice(0, 300)}, want ${jb.slice(0, 300)}`);
 }
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new AssertionError(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 // ---- servers -----------------------------------------------------------------
-const servers = new Set();
-process.on('exit', () => { for (const s of servers) s.proc.kill('SIGKILL'); rmSync(TMP, { recursive: true, force: true }); });
+process.on('exit', () => rmSync(TMP, { recursive: true, force: true }));
 
-async function startServer(extra = [], model = STORIES, env = {}) {
-  const args = ['serve', ...(model ? ['-m', model] : []), '--port', '0', '-t', '1', ...extra];
+// one model (stories260K unless given; null: none), one thread, no prompt cache unless asked
+function startServer(extra = [], model = STORIES, env = {}) {
+  const args = [...(model ? ['-m', model] : []), '-t', '1', ...extra];
   if (!extra.includes('--prompt-cache')) args.push('--prompt-cache', 'off');
-  const proc = spawn(BIN, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
-  const s = { proc, err: '', exited: null };
-  s.exitP = new Promise((res) => proc.on('exit', (code, sig) => { s.exited = { code, sig }; servers.delete(s); res(s.exited); }));
-  proc.stderr.on('data', (d) => { s.err += d; });
-  servers.add(s);
-  s.port = await waitFor(() => {
-    if (s.exited) throw new AssertionError(`server exited early: ${s.err}`);
-    const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-    return m && Number(m[1]);
-  }, 20000, 'the listening line');
-  s.base = `http://127.0.0.1:${s.port}`;
-  await waitFor(async () => {
-    if (s.exited) throw new AssertionError(`server exited: ${s.err}`);
-    const r = await curl(s, ['/health']);
-    return r.status === 200;
-  }, 120000, 'GET /health 200');
-  // a clean stop: SIGINT, exit status 0 (and no leak report under ASan)
-  s.stop = async () => {
-    if (s.exited) return s.exited;
-    proc.kill('SIGINT');
-    const t = setTimeout(() => proc.kill('SIGKILL'), 30000);
-    const e = await s.exitP;
-    clearTimeout(t);
-    return e;
-  };
-  return s;
+  return serve(args, env);
 }
 
 async function stopClean(s) {
@@ -1079,17 +1040,20 @@ test('loading: /health 503 until the model is in, then 200', async () => {
   // the listening line comes before the model loads; poll right away
   const proc = spawn(BIN, ['serve', '-m', QWEN3, '--port', '0', '--prompt-cache', 'off', '-t', '1'], { stdio: ['ignore', 'ignore', 'pipe'] });
   const s = { proc, err: '' };
-  servers.add(s);
   proc.stderr.on('data', (d) => { s.err += d; });
-  const exited = new Promise((res) => proc.on('exit', (code) => { servers.delete(s); res(code); }));
-  const port = await waitFor(() => { const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); return m && Number(m[1]); }, 20000, 'listening');
-  const base = { base: `http://127.0.0.1:${port}` };
-  const first = await get(base, '/health');
-  assert(first.status === 503 || first.status === 200, 'health answers while loading');
-  if (first.status === 503) assertError(first, 503, null, 'loading');
-  await waitFor(async () => (await get(base, '/health')).status === 200, 60000, 'loaded');
-  proc.kill('SIGTERM');
-  eq(await exited, 0, 'SIGTERM exits 0');
+  const exited = new Promise((res) => proc.on('exit', (code) => res(code)));
+  try {
+    const port = await waitFor(() => { const m = s.err.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/); return m && Number(m[1]); }, 20000, 'listening');
+    const base = { base: `http://127.0.0.1:${port}` };
+    const first = await get(base, '/health');
+    assert(first.status === 503 || first.status === 200, 'health answers while loading');
+    if (first.status === 503) assertError(first, 503, null, 'loading');
+    await waitFor(async () => (await get(base, '/health')).status === 200, 60000, 'loaded');
+    proc.kill('SIGTERM');
+    eq(await exited, 0, 'SIGTERM exits 0');
+  } finally {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');   // a failed check leaves no server behind
+  }
 });
 
 test('a bad model path fails cleanly', async () => {
