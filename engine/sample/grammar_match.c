@@ -101,46 +101,19 @@ static bool set_has(const grammar *g, uint32_t pos, uint32_t cp) {
     return in != (t == GE_CHAR_NOT);
 }
 
-/* Does the set hold some code point in [lo, hi]? */
-static bool set_meets(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
-    if (lo > hi) return false;
-    uint32_t t = g->el[pos].type;
-    if (t == GE_ANY) return true;
-    if (t == GE_CHAR) {
-        for (uint32_t i = pos;;) {
-            uint32_t a, b;
-            i = set_range(g, i, &a, &b);
-            if (a <= hi && b >= lo) return true;
-            if (g->el[i].type != GE_CHAR_ALT) return false;
-        }
-    }
-    /* negated: is some x in [lo, hi] outside every range? */
-    uint32_t x = lo;
-    for (;;) {
-        bool moved = false;
-        for (uint32_t i = pos;;) {
-            uint32_t a, b;
-            i = set_range(g, i, &a, &b);
-            if (x >= a && x <= b) { if (b >= hi) return false; x = b + 1; moved = true; }
-            if (g->el[i].type != GE_CHAR_ALT) break;
-        }
-        if (!moved) return true;
+/* Does one of the set's ranges (GE_CHAR or GE_CHAR_NOT alike) meet [lo, hi]? */
+static bool ranges_meet(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
+    for (uint32_t i = pos;;) {
+        uint32_t a, b;
+        i = set_range(g, i, &a, &b);
+        if (a <= hi && b >= lo) return true;
+        if (g->el[i].type != GE_CHAR_ALT) return false;
     }
 }
 
-/* Does the set hold every code point in [lo, hi]? */
-static bool set_covers(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
-    uint32_t t = g->el[pos].type;
-    if (t == GE_ANY) return true;
-    if (t == GE_CHAR_NOT) {   /* no excluded range may meet [lo, hi] */
-        for (uint32_t i = pos;;) {
-            uint32_t a, b;
-            i = set_range(g, i, &a, &b);
-            if (a <= hi && b >= lo) return false;
-            if (g->el[i].type != GE_CHAR_ALT) return true;
-        }
-    }
-    /* the ranges (in any order) must cover lo, then what follows, up to hi */
+/* Do the set's ranges together (in any order) cover [lo, hi]: lo, then what
+ * follows, up to hi? */
+static bool ranges_cover(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
     uint32_t x = lo;
     for (;;) {
         bool moved = false;
@@ -152,6 +125,23 @@ static bool set_covers(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi)
         }
         if (!moved) return false;
     }
+}
+
+/* Does the set hold some code point in [lo, hi]? A negated set does unless
+ * its ranges cover all of it. */
+static bool set_meets(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
+    if (lo > hi) return false;
+    uint32_t t = g->el[pos].type;
+    if (t == GE_ANY) return true;
+    return t == GE_CHAR ? ranges_meet(g, pos, lo, hi) : !ranges_cover(g, pos, lo, hi);
+}
+
+/* Does the set hold every code point in [lo, hi]? A negated set does when
+ * no excluded range meets it. */
+static bool set_covers(const grammar *g, uint32_t pos, uint32_t lo, uint32_t hi) {
+    uint32_t t = g->el[pos].type;
+    if (t == GE_ANY) return true;
+    return t == GE_CHAR_NOT ? !ranges_meet(g, pos, lo, hi) : ranges_cover(g, pos, lo, hi);
 }
 
 /* The code points a character starting with these bits can still become:
