@@ -12,6 +12,7 @@
  * tiles (kern_amx.c built with KERN_AMX_EMULATE); where it has, on the tiles
  * too, through kern_matmul. */
 #include "tests/test.h"
+#include "tests/block_scales.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
@@ -59,17 +60,7 @@ static uint8_t *make_weight(int type, int64_t K, int64_t N) {
             uint8_t *blk = row + (size_t)b * f->block_bytes;
             float v0 = ldexpf(1.0f + (float)(rng_u32() % 1000) / 1000.0f, -(int)(rng_u32() % 8) - 4);
             fp16_t s0 = f32_to_fp16(rng_u32() & 1 ? -v0 : v0), s1 = f32_to_fp16(v0 * 0.5f);
-            switch (type) {
-            case FMT_Q4_0: ((block_q4_0 *)blk)->d = s0; break;
-            case FMT_Q5_0: ((block_q5_0 *)blk)->d = s0; break;
-            case FMT_Q8_0: ((block_q8_0 *)blk)->d = s0; break;
-            case FMT_Q4_1: ((block_q4_1 *)blk)->d = s0; ((block_q4_1 *)blk)->m = s1; break;
-            case FMT_Q5_1: ((block_q5_1 *)blk)->d = s0; ((block_q5_1 *)blk)->m = s1; break;
-            case FMT_Q4_K: ((block_q4_k *)blk)->d = s0; ((block_q4_k *)blk)->dmin = s1; break;
-            case FMT_Q5_K: ((block_q5_k *)blk)->d = s0; ((block_q5_k *)blk)->dmin = s1; break;
-            case FMT_Q6_K: ((block_q6_k *)blk)->d = s0; break;
-            default: break;
-            }
+            block_set_scales(type, blk, s0, s1);
         }
     }
     free(tmp);

@@ -16,6 +16,7 @@
  *    path's outputs (control: on 1 thread the same check sees only 0);
  *  - path names, forcing and the HEARTH_KERNELS names. */
 #include "tests/test.h"
+#include "tests/block_scales.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
@@ -75,17 +76,7 @@ static uint8_t *make_weight(int type, int64_t K, int64_t N) {
         for (int64_t b = 0; b < K / f->block_elems; b++) {
             uint8_t *blk = row + (size_t)b * f->block_bytes;
             fp16_t s0 = rand_scale(true), s1 = rand_scale(true);
-            switch (type) {
-            case FMT_Q4_0: ((block_q4_0 *)blk)->d = s0; break;
-            case FMT_Q5_0: ((block_q5_0 *)blk)->d = s0; break;
-            case FMT_Q8_0: ((block_q8_0 *)blk)->d = s0; break;
-            case FMT_Q4_1: ((block_q4_1 *)blk)->d = s0; ((block_q4_1 *)blk)->m = s1; break;
-            case FMT_Q5_1: ((block_q5_1 *)blk)->d = s0; ((block_q5_1 *)blk)->m = s1; break;
-            case FMT_Q4_K: ((block_q4_k *)blk)->d = s0; ((block_q4_k *)blk)->dmin = s1; break;
-            case FMT_Q5_K: ((block_q5_k *)blk)->d = s0; ((block_q5_k *)blk)->dmin = s1; break;
-            case FMT_Q6_K: ((block_q6_k *)blk)->d = s0; break;
-            default: break;
-            }
+            block_set_scales(type, blk, s0, s1);
         }
     }
     free(tmp);
