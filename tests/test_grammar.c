@@ -7,6 +7,7 @@
 #include "tests/test.h"
 #include "tests/json_check.h"
 #include "engine/sample/grammar.h"
+#include "engine/sample/grammar_pick.h"
 #include "engine/sched/grammar_tokens.h"
 #include "engine/sample/json_schema.h"
 #include "engine/gguf/gguf.h"
@@ -565,6 +566,125 @@ static void test_merge_taken(void) {
     tokenizer_free(t);
 }
 
+
+/* ---- the candidate path of grammar_pick ----------------------------------------------- */
+/* A random GBNF grammar: a root of alternatives over literals and sets. */
+static void random_gbnf(uint64_t *r, char *out, size_t cap) {
+    static const char *const items[] = { "\"a\"", "\"{\\\"k\\\": \"", "[0-9]", "[a-f]+", "[^\\\"\\\\]", "\" \"", "\"\\u00e9t\\u00e9\"",
+                                         "[\\u4e00-\\u9fff]", "\"true\"", "\"null\"", "[A-Z] [a-z]?", "\",\"", "\"}\"", "[^a-z]" };
+    size_t n = 0;
+    n += (size_t)snprintf(out + n, cap - n, "root ::= item* \"!\"\nitem ::= ");
+    int alts = 2 + (int)(*r % 4);
+    for (int a = 0; a < alts; a++) {
+        int len = 1 + (int)((*r >> 8) % 3);
+        for (int k = 0; k < len; k++) {
+            *r ^= *r << 13; *r ^= *r >> 7; *r ^= *r << 17;
+            n += (size_t)snprintf(out + n, cap - n, "%s ", items[*r % (sizeof items / sizeof *items)]);
+        }
+        if (a + 1 < alts) n += (size_t)snprintf(out + n, cap - n, "| ");
+    }
+}
+
+/* grammar_pick with the candidate path against the mask every time (lazy
+ * false): the same tokens, over random logits with a few refused tokens
+ * boosted (so the first pick is refused) and a few allowed ones (what a
+ * model that follows the format does), for greedy and sampling chains. The
+ * planted control: where the grammar allows many tokens (inside a string),
+ * the candidate path must take almost no masks. */
+static void test_pick(void) {
+    const char *vocabs[] = { "fixtures/qwen2-tiny-Q8_0.gguf", "fixtures/llama3-tiny-Q4_0.gguf" };
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":20},"
+                         "\"n\":{\"type\":\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"\xc3\xa9t\xc3\xa9\"]}}},"
+                         "\"required\":[\"name\",\"n\"]}";
+    cJSON *sj = cJSON_Parse(schema);
+    char err[256];
+    grammar *gr[4] = { grammar_from_json_schema(sj, true, err, sizeof err), NULL, NULL, NULL };
+    uint64_t r = 0x2545F4914F6CDD1Dull;
+    for (int i = 1; i < 4; i++) {
+        char text[1024];
+        random_gbnf(&r, text, sizeof text);
+        gr[i] = parse(text);
+        CHECKF(gr[i] != NULL, "%s", text);
+    }
+    uint64_t masks_lazy = 0, masks_full = 0, dense_lazy = 0, dense_full = 0;
+    int steps_total = 0;
+    for (size_t vi = 0; vi < sizeof vocabs / sizeof *vocabs; vi++) {
+        tokenizer *t = load_tok(vocabs[vi]);
+        CHECK(t != NULL);
+        grammar_vocab *v = t ? grammar_vocab_from_tokenizer(t) : NULL;
+        int n = v ? grammar_vocab_n(v) : 0;
+        float *row = malloc(sizeof *row * (size_t)n), *work = malloc(sizeof *work * (size_t)n);
+        for (int gi = 0; v && row && work && gi < 4; gi++) {
+            if (!gr[gi]) continue;
+            for (int cfg = 0; cfg < 3; cfg++) {
+                sampler_params p;
+                sampler_params_default(&p);
+                p.seed = 100 + (uint64_t)cfg;
+                if (cfg == 0) p.temperature = 0.0f;
+                if (cfg == 2) { p.temperature = 1.5f; p.repeat_penalty = 1.2f; p.top_p = 1.0f; p.min_p = 0.0f; }
+                sampler *sa = sampler_new(&p, n), *sb = sampler_new(&p, n);
+                grammar_sampler *ga = grammar_sampler_new(gr[gi], v, true), *gb = grammar_sampler_new(gr[gi], v, true);
+                grammar_sampler *go = grammar_sampler_new(gr[gi], v, true);   /* the oracle's mask, for the boosts */
+                for (int step = 0; step < 50 && sa && sb && ga && gb && go; step++) {
+                    for (int i = 0; i < n; i++) { r ^= r << 13; r ^= r >> 7; r ^= r << 17; row[i] = (float)(r >> 40) * 0x1p-22f; }
+                    int n_allowed;
+                    const uint64_t *om = grammar_sampler_mask(go, &n_allowed);
+                    for (int k = 0; om && k < 6; k++) {   /* refused tokens on top (the first pick is refused) */
+                        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+                        int i = (int)(r % (uint64_t)n);
+                        while (i < n && om[i >> 6] >> (i & 63) & 1) i++;
+                        if (i < n) row[i] += 8.0f;
+                    }
+                    for (int k = 0; om && n_allowed && step % 4 && k < 3; k++) {   /* and a few allowed ones next */
+                        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+                        int want = (int)(r % (uint64_t)n_allowed);
+                        for (int i = 0; i < n; i++)
+                            if (om[i >> 6] >> (i & 63) & 1 && want-- == 0) { row[i] += 6.0f + (float)k; break; }
+                    }
+                    uint64_t ma = grammar_sampler_n_masks(ga), mb = grammar_sampler_n_masks(gb);
+                    int32_t ta = grammar_pick(sa, ga, row, work, n, true), tb = grammar_pick(sb, gb, row, work, n, false);
+                    if (om && n_allowed > n / 4) {   /* a dense state: the candidates decide */
+                        dense_lazy += grammar_sampler_n_masks(ga) - ma;
+                        dense_full += grammar_sampler_n_masks(gb) - mb;
+                    }
+                    CHECKF(ta == tb, "vocab %zu grammar %d config %d step %d: %d with the candidate path, %d with the mask",
+                           vi, gi, cfg, step, ta, tb);
+                    steps_total++;
+                    if (ta != tb) break;
+                    if (ta < 0 || tokenizer_is_eog(t, ta) || !grammar_sampler_accept(ga, ta) || !grammar_sampler_accept(gb, ta) ||
+                        !grammar_sampler_accept(go, ta) || grammar_sampler_done(ga)) {
+                        masks_lazy += grammar_sampler_n_masks(ga);
+                        masks_full += grammar_sampler_n_masks(gb);
+                        grammar_sampler_free(ga); grammar_sampler_free(gb); grammar_sampler_free(go);
+                        ga = grammar_sampler_new(gr[gi], v, true); gb = grammar_sampler_new(gr[gi], v, true);
+                        go = grammar_sampler_new(gr[gi], v, true);
+                        continue;
+                    }
+                    sampler_accept(sa, ta);
+                    sampler_accept(sb, ta);
+                }
+                if (getenv("GRAMMAR_TEST_VERBOSE")) printf("vocab %zu grammar %d config %d: masks %llu / %llu\n", vi, gi, cfg,
+                    (unsigned long long)(masks_lazy + (ga ? grammar_sampler_n_masks(ga) : 0)), (unsigned long long)(masks_full + (gb ? grammar_sampler_n_masks(gb) : 0)));
+                if (ga) masks_lazy += grammar_sampler_n_masks(ga);
+                if (gb) masks_full += grammar_sampler_n_masks(gb);
+                grammar_sampler_free(ga); grammar_sampler_free(gb); grammar_sampler_free(go);
+                sampler_free(sa); sampler_free(sb);
+            }
+        }
+        free(row); free(work);
+        grammar_vocab_free(v);
+        tokenizer_free(t);
+    }
+    printf("pick: %d steps, %llu masks with the candidate path, %llu without (in states allowing a quarter of the tokens: %llu, %llu)\n",
+           steps_total, (unsigned long long)masks_lazy, (unsigned long long)masks_full, (unsigned long long)dense_lazy,
+           (unsigned long long)dense_full);
+    CHECK(masks_lazy < masks_full);
+    CHECKF(dense_full > 50 && dense_lazy * 10 < dense_full, "dense states' masks: %llu with the candidate path, %llu without",
+           (unsigned long long)dense_lazy, (unsigned long long)dense_full);
+    for (int i = 0; i < 4; i++) grammar_free(gr[i]);
+    cJSON_Delete(sj);
+}
+
 /* ---- generations -------------------------------------------------------------------- */
 typedef struct {
     pthread_mutex_t mu;
@@ -694,6 +814,7 @@ int main(int argc, char **argv) {
     if (!only || !strcmp(only, "match")) { test_matcher(); test_merge_whole(); }
     if (!only || !strcmp(only, "schema")) { test_schema(); test_patterns(); }
     if (!only || !strcmp(only, "mask")) { test_mask(); test_merge_taken(); }
+    if (!only || !strcmp(only, "pick")) test_pick();
     if (!only || !strcmp(only, "gen")) test_generations();
     return test_summary("grammar");
 }

@@ -615,6 +615,96 @@ static void test_big_vocab(void) {
     free(w);
 }
 
+/* sampler_sample_lazy against sampler_sample over the masked row: for each
+ * chain, random logits (ties, NaN, +-inf among them) and random allowed sets
+ * from dense to a handful, two samplers with one seed in lockstep must pick
+ * the same tokens, the lazy one asking at most its budget; the undecided
+ * cases fall back to the mask as a caller would. Controls: the lazy path
+ * decides most steps where it can, and a lie in its allow() is seen. */
+#define LV 3000
+typedef struct { const unsigned char *ok; int asked; int32_t lie; } lazy_ctx;
+static bool lazy_allow(void *ctx, int32_t id) {
+    lazy_ctx *c = ctx;
+    c->asked++;
+    return c->ok[id] && id != c->lie;
+}
+
+static int lazy_run(const sampler_params *p, int steps, bool lie, int *decided) {
+    static float row[LV], a[LV], b[LV];
+    static unsigned char ok[LV];
+    sampler *sa = sampler_new(p, LV), *sb = sampler_new(p, LV);
+    int same = 0;
+    *decided = 0;
+    for (int st = 0; st < steps && sa && sb; st++) {
+        int dens = st % 5;   /* allowed: 90%, 30%, 3%, 0.3%, 2 tokens */
+        for (int i = 0; i < LV; i++) {
+            row[i] = rnd_logit(st % 2 ? 8.0f : 2.0f);
+            if (st % 7 == 3) row[i] = (float)(int)row[i];   /* many ties */
+            uint32_t r = (lcg = lcg * 1664525u + 1013904223u) >> 8;
+            ok[i] = dens == 0 ? r % 10 != 0 : dens == 1 ? r % 10 < 3 : dens == 2 ? r % 100 < 3 : dens == 3 ? r % 1000 < 3 : 0;
+        }
+        if (dens == 4) { ok[(st * 7919) % LV] = 1; ok[(st * 104729) % LV] = 1; }
+        if (st % 11 == 5) { row[st % LV] = NAN; row[(st + 1) % LV] = INFINITY; row[(st + 2) % LV] = -INFINITY; }
+        /* the masked pick (the oracle) */
+        for (int i = 0; i < LV; i++) b[i] = ok[i] ? row[i] : -INFINITY;
+        int32_t want = sampler_sample(sb, b);
+        /* the lazy pick; the mask when undecided */
+        lazy_ctx c = { ok, 0, -1 };
+        if (lie) c.lie = want;   /* refused by allow() only: a step the lazy path decides differs */
+        memcpy(a, row, sizeof a);
+        int32_t got = sampler_sample_lazy(sa, a, lazy_allow, &c, 1000);
+        CHECKF(c.asked <= 1000, "asked %d", c.asked);
+        if (got == SAMPLER_LAZY_NO) {
+            for (int i = 0; i < LV; i++) a[i] = ok[i] ? row[i] : -INFINITY;
+            got = sampler_sample(sa, a);
+        } else {
+            (*decided)++;
+            CHECKF(ok[got] && got != c.lie, "lazy picked a refused token %d", got);
+        }
+        same += got == want;
+        if (!lie) CHECKF(got == want, "step %d: lazy %d, masked %d (temp %g, top_k %d)", st, got, want, p->temperature, p->top_k);
+        sampler_accept(sa, want);
+        sampler_accept(sb, want);
+    }
+    sampler_free(sa);
+    sampler_free(sb);
+    return same;
+}
+
+static void test_lazy(void) {
+    int32_t brk[2] = { 5, 77 };
+    logit_bias_entry lb[3] = { { 3, 2.5f }, { 10, -INFINITY }, { 17, INFINITY } };
+    for (int cfg = 0; cfg < 12; cfg++) {
+        sampler_params p = base();
+        bool decides = true;   /* the lazy path can decide this chain */
+        switch (cfg) {
+        case 0: p.temperature = 0.0f; break;
+        case 1: p.temperature = 0.0f; p.repeat_penalty = 1.3f; p.presence_penalty = 0.5f; p.penalty_last_n = 16;
+                p.logit_bias = lb; p.n_logit_bias = 3; break;
+        case 2: p.top_k = 40; break;
+        case 3: sampler_params_default(&p); p.seed = 9; break;   /* top_k 40, top_p, min_p */
+        case 4: p.top_k = 1; break;
+        case 5: p.top_k = 20; p.typical_p = 0.7f; p.temperature = 0.5f; break;
+        case 6: p.top_k = 30; p.xtc_probability = 0.5f; p.xtc_threshold = 0.05f; p.frequency_penalty = 0.3f; p.penalty_last_n = -1; break;
+        case 7: p.top_k = 40; p.dry_multiplier = 0.8f; p.dry_breakers = brk; p.n_dry_breakers = 2; break;
+        case 8: p.temperature = 0.0f; p.dry_multiplier = 0.8f; p.dry_base = -1.5f; decides = false; break;
+        case 9: p.top_k = 0; p.top_p = 0.9f; decides = false; break;
+        case 10: p.top_k = 40; p.top_n_sigma = 1.0f; decides = false; break;
+        case 11: p.top_k = 40; p.mirostat = 2; decides = false; break;
+        }
+        int decided, steps = 200;
+        int same = lazy_run(&p, steps, false, &decided);
+        CHECKF(same == steps, "config %d: %d of %d the same", cfg, same, steps);
+        /* dense and 30% sets (2 in 5 steps) are always decided by top_k's heap and greedy */
+        if (decides) CHECKF(decided >= steps * 2 / 5, "config %d: the lazy path decided %d of %d", cfg, decided, steps);
+        else CHECKF(decided == 0, "config %d: the lazy path decided %d", cfg, decided);
+        if (decides) {
+            int d2, same2 = lazy_run(&p, 60, true, &d2);
+            CHECKF(same2 < 60, "config %d: the planted lie went unseen", cfg);
+        }
+    }
+}
+
 int main(void) {
     test_greedy();
     test_greedy_fast();
@@ -631,5 +721,6 @@ int main(void) {
     test_logprobs();
     test_stress();
     test_big_vocab();
+    test_lazy();
     return test_summary("sampler");
 }

@@ -89,6 +89,8 @@ void grammar_mask_apply(const uint64_t *mask, float *logits, int n_vocab);
 /* Take token id (which must be allowed); false if it was not. */
 bool grammar_sampler_accept(grammar_sampler *s, int32_t id);
 bool grammar_sampler_done(const grammar_sampler *s);
+/* How many times the full mask was asked for (cached or not). */
+uint64_t grammar_sampler_n_masks(const grammar_sampler *s);
 const grammar_matcher *grammar_sampler_matcher(const grammar_sampler *s);
 
 /* For tests only: with the mask off, jobs with a grammar sample as if they

@@ -125,6 +125,7 @@ struct grammar_sampler {
     size_t words;              /* uint64 words of a mask */
     mask_entry cache[MASK_CACHE];
     uint64_t uses;
+    uint64_t n_masks;          /* grammar_sampler_mask calls */
     gwalk_at *depth_state;
     int32_t last_id, last_from, last_state; uint64_t last_epoch;   /* the last token checked, for accept */
 };
@@ -176,6 +177,7 @@ bool grammar_sampler_allows(grammar_sampler *s, int32_t id) {
 const uint64_t *grammar_sampler_mask(grammar_sampler *s, int *n_allowed) {
     int32_t cur = gm_current(s->m);
     uint64_t ep = gm_epoch(s->m);
+    s->n_masks++;
     mask_entry *slot = NULL;   /* an empty entry, else the least recently used */
     for (int i = 0; i < MASK_CACHE; i++) {
         mask_entry *c = &s->cache[i];
@@ -223,6 +225,7 @@ bool grammar_sampler_accept(grammar_sampler *s, int32_t id) {
     return true;
 }
 
+uint64_t grammar_sampler_n_masks(const grammar_sampler *s) { return s->n_masks; }
 bool grammar_sampler_done(const grammar_sampler *s) { return grammar_matcher_done(s->m); }
 const grammar_matcher *grammar_sampler_matcher(const grammar_sampler *s) { return s->m; }
 

@@ -38,6 +38,7 @@
  * differ after a million accepted tokens, and it keeps the ring small. */
 #define MAX_RING (1 << 20)
 #define DRY_MAX_HISTORY (1 << 16)   /* DRY's window when the request says "all" */
+#define LAZY_GREEDY 64              /* sampler_sample_lazy: greedy asks about this many at most */
 #define MIROSTAT_M 100              /* mirostat 1: tokens used to estimate the Zipf exponent */
 
 typedef struct { float logit; int32_t id; } cand;
@@ -592,12 +593,11 @@ int32_t sampler_greedy(const sampler *s, const float *logits) {
     return first < 0 ? 0 : first;
 }
 
-int32_t sampler_sample(sampler *s, float *logits) {
-    if (!s || !logits) return 0;
+/* The first stages of sampler_sample, in place: NaN/inf cleaned, then bias,
+ * penalties and DRY, and the touched tokens cleaned again. Returns the argmax
+ * of the cleaned raw logits: the answer when those stages ban everything. */
+static int32_t prepare(sampler *s, float *logits) {
     int n = s->n_vocab;
-
-    /* Clean the raw logits and note their argmax: the answer when bias and
-     * penalties ban everything. */
     int32_t raw_best = 0;
     float rb = -INFINITY;
     for (int i = 0; i < n; i++) {
@@ -610,33 +610,20 @@ int32_t sampler_sample(sampler *s, float *logits) {
     sampler_apply_bias_penalties(s, logits);
     for (int i = 0; i < s->n_bias; i++) logits[s->bias[i].id] = sane(logits[s->bias[i].id]);
     for (int i = 0; i < s->n_uniq; i++) logits[s->uniq[i]] = sane(logits[s->uniq[i]]);
+    return raw_best;
+}
 
-    if (!(s->p.temperature > 0.0f)) {                   /* greedy (NaN too) */
-        int32_t b = 0;
-        for (int i = 1; i < n; i++)
-            if (logits[i] > logits[b]) b = i;
-        return logits[b] == -INFINITY ? raw_best : b;
-    }
+static bool mirostat_on(const sampler_params *p) { return p->mirostat == 1 || p->mirostat == 2; }
 
-    /* Candidates: every token that is not banned (nor under top_n_sigma's
-     * threshold), or with top_k only the k best of them (ties: lowest id). */
-    bool miro = s->p.mirostat == 1 || s->p.mirostat == 2;
-    float floor_l = s->p.top_n_sigma > 0.0f && isfinite(s->p.top_n_sigma) ? sigma_threshold(logits, n, s->p.top_n_sigma)
-                                                                        : -INFINITY;
+/* top_k's k as the candidate pass applies it; 0: every token is a candidate. */
+static int top_k_of(const sampler *s) {
+    return !mirostat_on(&s->p) && s->p.top_k > 0 && s->p.top_k < s->n_vocab ? s->p.top_k : 0;
+}
+
+/* The stages after the candidates c[0..nc) (nc >= 1, mx their largest
+ * logit): typical, top_p, min_p, XTC, temperature and the draw. */
+static int32_t cut_and_draw(sampler *s, int nc, float mx) {
     cand *c = s->c;
-    int nc = 0, k = !miro && s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : 0;
-    float mx = -INFINITY;
-    for (int i = 0; i < n; i++) {
-        cand x = { logits[i], i };
-        if (x.logit == -INFINITY || x.logit < floor_l) continue;
-        if (x.logit > mx) mx = x.logit;
-        if (!k) c[nc++] = x;
-        else if (nc < k) { c[nc] = x; heap_up(c, nc++); }
-        else if (before(&x, &c[0])) { c[0] = x; heap_down(c, nc, 0); }
-    }
-    if (nc == 0) return raw_best;
-    if (miro) return mirostat_draw(s, nc);
-
     if (typical_on(&s->p) && nc > 1) {
         nc = typical_cut(s, nc, s->p.typical_p);
         mx = cand_max(c, nc);           /* typical may drop the most likely token */
@@ -669,6 +656,92 @@ int32_t sampler_sample(sampler *s, float *logits) {
         z += s->w[i];
     }
     return c[draw(s, nc, z)].id;
+}
+
+int32_t sampler_sample(sampler *s, float *logits) {
+    if (!s || !logits) return 0;
+    int n = s->n_vocab;
+    int32_t raw_best = prepare(s, logits);
+
+    if (!(s->p.temperature > 0.0f)) {                   /* greedy (NaN too) */
+        int32_t b = 0;
+        for (int i = 1; i < n; i++)
+            if (logits[i] > logits[b]) b = i;
+        return logits[b] == -INFINITY ? raw_best : b;
+    }
+
+    /* Candidates: every token that is not banned (nor under top_n_sigma's
+     * threshold), or with top_k only the k best of them (ties: lowest id). */
+    bool miro = mirostat_on(&s->p);
+    float floor_l = s->p.top_n_sigma > 0.0f && isfinite(s->p.top_n_sigma) ? sigma_threshold(logits, n, s->p.top_n_sigma)
+                                                                        : -INFINITY;
+    cand *c = s->c;
+    int nc = 0, k = top_k_of(s);
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        cand x = { logits[i], i };
+        if (x.logit == -INFINITY || x.logit < floor_l) continue;
+        if (x.logit > mx) mx = x.logit;
+        if (!k) c[nc++] = x;
+        else if (nc < k) { c[nc] = x; heap_up(c, nc++); }
+        else if (before(&x, &c[0])) { c[0] = x; heap_down(c, nc, 0); }
+    }
+    if (nc == 0) return raw_best;
+    if (miro) return mirostat_draw(s, nc);
+    return cut_and_draw(s, nc, mx);
+}
+
+/* Why the answer is the same as sampler_sample's over the logits with every
+ * refused token at -inf (the masked row). The first stages are per token, so
+ * an allowed token's prepared logit is the same in both, and a refused one's
+ * is -inf in the masked row (-inf plus a bias, times or divided by a
+ * penalty, less a count, less DRY's penalty: -inf or NaN, cleaned to -inf;
+ * DRY's penalty is not cleaned, but with a base >= 0 it is >= 0 or +inf, so
+ * -inf stays -inf). Greedy's answer is then the first allowed token in the
+ * total order, unless its logit is -inf (the masked row's raw argmax is
+ * chosen then: not decided here). top_k's heap takes the allowed tokens in
+ * id order and skips the -inf ones, so asking allow() only about a token
+ * that would enter the heap builds the same heap, and the largest candidate
+ * logit, which the pass keeps as it goes, is the heap's largest. Without
+ * top_k (or with top_n_sigma, whose threshold is over every allowed token,
+ * or mirostat) every allowed token counts: not decided here. */
+int32_t sampler_sample_lazy(sampler *s, float *logits, sampler_allow_fn allow, void *ctx, int max_checks) {
+    if (!s || !logits || !allow || max_checks <= 0) return SAMPLER_LAZY_NO;
+    bool greedy = !(s->p.temperature > 0.0f);
+    int n = s->n_vocab, k = top_k_of(s);
+    if (!greedy && (!k || (s->p.top_n_sigma > 0.0f && isfinite(s->p.top_n_sigma)))) return SAMPLER_LAZY_NO;
+    if (s->dry_cap && !(s->p.dry_base >= 0.0f)) return SAMPLER_LAZY_NO;
+    prepare(s, logits);
+    cand *c = s->c;
+    int nc = 0, checks = 0;
+    if (greedy) {
+        /* the best few (total order, none at -inf), asked in order */
+        int kk = max_checks < LAZY_GREEDY ? max_checks : LAZY_GREEDY;
+        if (kk > n) kk = n;
+        for (int i = 0; i < n; i++) {
+            cand x = { logits[i], i };
+            if (x.logit == -INFINITY) continue;
+            if (nc < kk) { c[nc] = x; heap_up(c, nc++); }
+            else if (before(&x, &c[0])) { c[0] = x; heap_down(c, nc, 0); }
+        }
+        qsort(c, (size_t)nc, sizeof *c, cand_cmp);
+        for (int i = 0; i < nc; i++)
+            if (allow(ctx, c[i].id)) return c[i].id;
+        return SAMPLER_LAZY_NO;
+    }
+    for (int i = 0; i < n; i++) {
+        cand x = { logits[i], i };
+        if (x.logit == -INFINITY) continue;
+        if (nc < k) {
+            if (checks++ == max_checks) return SAMPLER_LAZY_NO;
+            if (allow(ctx, i)) { c[nc] = x; heap_up(c, nc++); }
+        } else if (before(&x, &c[0])) {
+            if (checks++ == max_checks) return SAMPLER_LAZY_NO;
+            if (allow(ctx, i)) { c[0] = x; heap_down(c, nc, 0); }
+        }
+    }
+    if (nc == 0) return SAMPLER_LAZY_NO;
+    return cut_and_draw(s, nc, cand_max(c, nc));
 }
 
 /* ---- log-probabilities --------------------------------------------------- */

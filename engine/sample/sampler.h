@@ -47,6 +47,18 @@ void sampler_accept(sampler *s, int32_t token);
 void sampler_reset(sampler *s);
 /* Pick the next token. logits (n_vocab) may be modified. */
 int32_t sampler_sample(sampler *s, float *logits);
+/* The token sampler_sample would pick from logits with every token allow()
+ * refuses set to -inf, asking allow() about only a few: greedy asks about
+ * its best max_checks (64 at most) in order, top_k builds its heap asking
+ * only about the tokens that would enter it (at most max_checks questions).
+ * logits (n_vocab) may be modified. SAMPLER_LAZY_NO when not decided that
+ * way (no top_k, or top_n_sigma or mirostat, which need every allowed token;
+ * DRY with a negative base; too many questions; no allowed token above
+ * -inf): the sampler's state is then as it was (no random number drawn) and
+ * the caller masks. */
+#define SAMPLER_LAZY_NO (-2)
+typedef bool (*sampler_allow_fn)(void *ctx, int32_t id);
+int32_t sampler_sample_lazy(sampler *s, float *logits, sampler_allow_fn allow, void *ctx, int max_checks);
 /* The same token as sampler_sample for a greedy sampler without logit_bias
  * or active penalties, read from the row as it is (no copy, one pass that
  * does not wait on a compare per token); -1 for every other sampler. */

@@ -1,7 +1,8 @@
-/* A slot's next token and its events: the pick (sampler, then the grammar's
- * mask when the sampler's choice is not allowed), the TOKEN event with its
+/* A slot's next token and its events: the pick (grammar_pick: the sampler
+ * under the slot's grammar), the TOKEN event with its
  * logprobs and released text, and the DONE event that ends a job. */
 #include "engine/sched/engine_internal.h"
+#include "engine/sample/grammar_pick.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,30 +45,6 @@ void slot_finish(engine *e, slot *sl, finish_reason why, int stop_index) {
 }
 
 
-/* The token the sampler picks, among those the grammar allows when there is
- * one: first unconstrained (usually allowed: no mask needed), else again
- * over the row with every impossible token at -inf. -1: none is possible. */
-static int32_t slot_pick(engine *e, slot *sl, const float *row) {
-    int n_vocab = e->m->p.n_vocab;
-    int32_t tok = sampler_greedy(sl->smp, row);   /* the common case, without a copy */
-    if (tok < 0) {
-        memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
-        tok = sampler_sample(sl->smp, e->work);
-    }
-    if (!sl->gs || grammar_sampler_allows(sl->gs, tok)) return tok;
-    int n_allowed;
-    const uint64_t *mask = grammar_sampler_mask(sl->gs, &n_allowed);
-    if (!mask || !n_allowed) return -1;
-    memcpy(e->work, row, sizeof(float) * (size_t)n_vocab);
-    grammar_mask_apply(mask, e->work, n_vocab);
-    tok = sampler_sample(sl->smp, e->work);
-    if (!grammar_sampler_allows(sl->gs, tok)) {   /* the allowed logits were all NaN or -inf: the first allowed id */
-        for (tok = 0; tok < n_vocab && !(mask[tok >> 6] >> (tok & 63) & 1); tok++) {}
-        if (tok == n_vocab) return -1;
-    }
-    return tok;
-}
-
 /* Logprobs of a row (the event's token and the n_top_logprobs best) into ev. */
 static void event_logprobs(engine *e, const job *j, const float *row, job_event *ev) {
     int n_vocab = e->m->p.n_vocab;
@@ -92,7 +69,7 @@ void slot_sample(engine *e, slot *sl, const float *row) {
         slot_finish(e, sl, FINISH_LENGTH, -1);
         return;
     }
-    int32_t tok = slot_pick(e, sl, row);
+    int32_t tok = grammar_pick(sl->smp, sl->gs, row, e->work, e->m->p.n_vocab, true);
     if (tok < 0) {   /* the grammar allows nothing more: done if it can end here */
         slot_finish(e, sl, grammar_matcher_can_end(grammar_sampler_matcher(sl->gs)) ? FINISH_STOP : FINISH_ERROR, -1);
         return;
