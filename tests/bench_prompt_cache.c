@@ -3,8 +3,9 @@
  *     the prefix resident in the slot (in-memory hit), and on a new engine
  *     over the same database (a restart: sqlite hit);
  *  2. a chat of T turns, each adding ~100 tokens (the previous answer and
- *     a new user message): per turn, cold (cache_prompt off), in-memory
- *     (one engine throughout) and sqlite (a new engine every turn).
+ *     a new user message): per turn, cold (cache_prompt off), resumed from
+ *     sqlite after a restart (a new engine every turn, on the database the
+ *     earlier turns wrote) and in-memory (one engine throughout).
  * Prints min / median / max over the runs and the ratio cold / cached, and
  * checks that every cached generation equals the cold one.
  * Not a test: run it by hand.
@@ -164,7 +165,7 @@ int main(int argc, char **argv) {
     }
     samples cold = { .n = 0 }, mem = { .n = 0 }, sq = { .n = 0 };
     int cached_mem = 0, cached_sq = 0, mismatches = 0;
-    uint64_t db_bytes = 0;
+    uint64_t db_bytes = 0, db_entries = 0;
     for (int r = 0; r < runs; r++) {
         rm_db();
         engine *e = make(m, true);
@@ -180,6 +181,7 @@ int main(int argc, char **argv) {
         prompt_cache_stats st;
         engine_cache_stats(e, &st);
         db_bytes = st.bytes;
+        db_entries = st.entries;
         engine_destroy(e);
         for (int k = 0; k < repeats; k++) {   /* a restart before each */
             e = make(m, true);
@@ -196,7 +198,8 @@ int main(int argc, char **argv) {
     print_row("cold (empty cache)", &cold, 0, 0);
     print_row("in-memory hit", &mem, cold_med, cached_mem);
     print_row("sqlite hit after restart", &sq, cold_med, cached_sq);
-    printf("  stored: %.1f MiB for %d blocks\n", (double)db_bytes / (1 << 20), n_prompt / block);
+    printf("  stored: %.1f MiB in %llu entries (%d full blocks and the partial ones)\n", (double)db_bytes / (1 << 20),
+           (unsigned long long)db_entries, n_prompt / block);
 
     /* ---- a chat ---- */
     if (turns > 0) {
@@ -216,13 +219,13 @@ int main(int argc, char **argv) {
             n += user;
             req rc, rm, rs;
             double tc = ttft(cold_e, conv, n, ANSWER, false, &rc);
-            double tm = ttft(mem_e, conv, n, ANSWER, true, &rm);
+            /* a restarted server: a new engine on the database of the earlier turns */
             engine_cache_sync(mem_e);
-            /* a restarted server: a new engine on the same database */
             engine *sq_e = make(m, true);
             if (!sq_e) return 1;
             double ts = ttft(sq_e, conv, n, ANSWER, true, &rs);
             engine_destroy(sq_e);
+            double tm = ttft(mem_e, conv, n, ANSWER, true, &rm);
             mismatches += !same_tokens(&rc, &rm) + !same_tokens(&rc, &rs);
             printf("  %4d  %6d  %8.1f  %8.1f (%6d)  %8.1f (%6d)\n", t + 1, n, tc, tm, rm.n_cached, ts, rs.n_cached);
             sum_cold += tc; sum_mem += tm; sum_sq += ts;

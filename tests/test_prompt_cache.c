@@ -33,6 +33,12 @@
 
 #define B 16          /* tokens per block in these tests */
 #define N_GEN 24
+/* What a run of P (100 prompt tokens, 24 generated of which 23 are fed)
+ * stores: 7 full blocks (the 7th holds generated tokens), the prompt's
+ * partial block (positions 96..99) and the job's (112..122). P again
+ * restores all but its last position. */
+#define P_ENTRIES 9
+#define P_RESTORED 99
 
 /* ---- running jobs ------------------------------------------------------------ */
 static job_params greedy(void) {
@@ -208,7 +214,7 @@ static void test_invariants(const model *m, int n_changed) {
     CHECK(r.n_cached == 0);
     CHECKF(same(&ref_p, &r), "cold run through the cache differs from a fresh prefill");
     prompt_cache_stats s = stats_of(e);
-    CHECKF(s.enabled && s.entries == 6 && s.blocks_stored == 6 && s.blocks_queued == 6,
+    CHECKF(s.enabled && s.entries == P_ENTRIES && s.blocks_stored == P_ENTRIES && s.blocks_queued == P_ENTRIES,
            "entries %llu stored %llu queued %llu", (unsigned long long)s.entries,
            (unsigned long long)s.blocks_stored, (unsigned long long)s.blocks_queued);
 
@@ -222,7 +228,7 @@ static void test_invariants(const model *m, int n_changed) {
     gen(e, Q, 100, &rq);
     CHECK(rq.n_cached == 0);
     gen(e, P, 100, &r);
-    CHECKF(r.n_cached == 96, "sqlite hit restored %d", r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED, "sqlite hit restored %d", r.n_cached);
     CHECKF(same(&ref_p, &r), "after a sqlite hit: differs from a fresh prefill");
     s = stats_of(e);
     CHECK(s.hits >= 1 && s.tokens_restored >= 96);
@@ -238,7 +244,7 @@ static void test_invariants(const model *m, int n_changed) {
     engine_run rr;
     gen(e, R, 60, &rr);
     gen(e, P, 100, &r);
-    CHECKF(r.n_cached == 96, "resident 40 + stored blocks gave %d", r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED, "resident 40 + stored blocks gave %d", r.n_cached);
     CHECKF(same(&ref_p, &r), "resident prefix continued from the store differs from a fresh prefill");
 
     /* a prompt of exactly 6 blocks: all restored but the last position */
@@ -260,10 +266,10 @@ static void test_invariants(const model *m, int n_changed) {
     /* after a restart: a new engine on the same file */
     e = make_engine(m, 2, 64, db, 1 << 30);
     gen(e, P, 100, &r);
-    CHECKF(r.n_cached == 96, "after a restart restored %d", r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED, "after a restart restored %d", r.n_cached);
     CHECKF(same(&ref_p, &r), "after a restart and a sqlite hit: differs from a fresh prefill");
     s = stats_of(e);
-    CHECK(s.hits == 1 && s.misses == 0 && s.entries >= 6);
+    CHECK(s.hits == 1 && s.misses == 0 && s.entries >= P_ENTRIES);
 
     /* clear: the stored blocks and the resident prefix are forgotten */
     CHECK(engine_cache_clear(e) == 0);
@@ -274,9 +280,101 @@ static void test_invariants(const model *m, int n_changed) {
     CHECKF(r.n_cached == 0, "after a clear reused %d", r.n_cached);
     CHECK(same(&ref_p, &r));
     s = stats_of(e);
-    CHECKF(s.entries == 6, "after a clear and a run: %llu entries", (unsigned long long)s.entries);
+    CHECKF(s.entries == P_ENTRIES, "after a clear and a run: %llu entries", (unsigned long long)s.entries);
     engine_destroy(e);
     engine_run_destroy(&ref_p); engine_run_destroy(&ref_p2); engine_run_destroy(&ref_p3); engine_run_destroy(&ref_changed);
+    rm_db(db);
+}
+
+/* A conversation resumed after a restart prefills only its new tokens:
+ * the positions past the last full block of the previous turn (prompt and
+ * answer) come from the store as a partial block, and the result equals a
+ * fresh prefill bit for bit; a turn that differs inside that partial block
+ * gets the full blocks only (the control). */
+static int64_t db_int(const char *db, const char *sql) {
+    sqlite3 *h;
+    int64_t v = -1;
+    if (sqlite3_open(db, &h) == SQLITE_OK) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return v;
+}
+
+static void test_resume_conversation(const model *m) {
+    const char *db = tpath("conv.db");
+    rm_db(db);
+    engine_run r1, r2, r3, ref, r;
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r1);
+    engine_destroy(e);
+    /* turn 2: P, its answer, 10 new tokens; 123 positions were evaluated */
+    int32_t conv[200];
+    int n = 0;
+    memcpy(conv, P, sizeof P);
+    n = 100;
+    memcpy(conv + n, r1.tokens, sizeof(int32_t) * N_GEN);
+    n += N_GEN;
+    for (int i = 0; i < 10; i++, n++) conv[n] = (n * 29 + 3) % m->p.n_vocab;
+    fresh(m, conv, n, &ref);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, conv, n, &r2);
+    engine_destroy(e);
+    CHECKF(r2.n_cached == 100 + N_GEN - 1, "turn 2 after a restart restored %d of %d", r2.n_cached, n);
+    CHECKF(same(&ref, &r2), "turn 2 resumed after a restart differs from a fresh prefill");
+    engine_run_destroy(&ref);
+    /* turn 3: the same again, over turn 2's partial block */
+    int n2 = n;
+    memcpy(conv + n, r2.tokens, sizeof(int32_t) * N_GEN);
+    n += N_GEN;
+    for (int i = 0; i < 5; i++, n++) conv[n] = (n * 13 + 1) % m->p.n_vocab;
+    fresh(m, conv, n, &ref);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, conv, n, &r3);
+    engine_destroy(e);
+    CHECKF(r3.n_cached == n2 + N_GEN - 1, "turn 3 after a restart restored %d of %d", r3.n_cached, n);
+    CHECKF(same(&ref, &r3), "turn 3 resumed after a restart differs from a fresh prefill");
+    engine_run_destroy(&ref);
+    /* control: turn 2 with a token changed at 118, inside the partial block 112..122 */
+    n = 100 + N_GEN + 10;
+    memcpy(conv, P, sizeof P);
+    memcpy(conv + 100, r1.tokens, sizeof(int32_t) * N_GEN);
+    conv[118] = (conv[118] + 1) % m->p.n_vocab;
+    fresh(m, conv, n, &ref);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, conv, n, &r);
+    engine_destroy(e);
+    CHECKF(r.n_cached == 112, "a turn differing inside the partial block restored %d (want the full blocks, 112)", r.n_cached);
+    CHECKF(same(&ref, &r), "control turn differs from a fresh prefill");
+    engine_run_destroy(&ref);
+    engine_run_destroy(&r1); engine_run_destroy(&r2); engine_run_destroy(&r3);
+    rm_db(db);
+
+    /* a database of schema 1 (full blocks only) is upgraded in place: its blocks keep */
+    engine_run ref_p;
+    fresh(m, P, 100, &ref_p);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    engine_destroy(e);
+    sqlite3 *h;
+    CHECK(sqlite3_open(db, &h) == SQLITE_OK &&
+          sqlite3_exec(h, "DELETE FROM blocks WHERE parent IS NOT NULL; DROP INDEX blocks_parent; "
+                          "ALTER TABLE blocks DROP COLUMN parent; PRAGMA user_version=1;", 0, 0, 0) == SQLITE_OK);
+    sqlite3_close(h);
+    CHECK(db_int(db, "PRAGMA user_version") == 1);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    engine_destroy(e);
+    CHECKF(r.n_cached == 96 && same(&ref_p, &r), "schema 1 upgraded: restored %d (want its 6 full blocks)", r.n_cached);
+    CHECK(db_int(db, "PRAGMA user_version") == 2);
+    e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    engine_destroy(e);
+    CHECKF(r.n_cached == P_RESTORED && same(&ref_p, &r), "after the upgrade: restored %d", r.n_cached);
+    engine_run_destroy(&ref_p);
     rm_db(db);
 }
 
@@ -324,7 +422,7 @@ static void test_two_streams(const model *m) {
     engine_run_destroy(&a); engine_run_destroy(&b);
     CHECK(same(&ref, &a) && same(&ref, &b));
     prompt_cache_stats s = stats_of(e);
-    CHECKF(s.entries == 6 && s.blocks_queued == 6 && s.blocks_stored == 6,
+    CHECKF(s.entries == P_ENTRIES && s.blocks_queued == P_ENTRIES && s.blocks_stored == P_ENTRIES,
            "two identical streams: %llu entries, %llu queued, %llu stored", (unsigned long long)s.entries,
            (unsigned long long)s.blocks_queued, (unsigned long long)s.blocks_stored);
     /* control: two different prompts at once are both stored */
@@ -336,7 +434,7 @@ static void test_two_streams(const model *m) {
     engine_run_wait(&a); engine_run_wait(&b);
     engine_run_destroy(&a); engine_run_destroy(&b);
     s = stats_of(e);
-    CHECK(s.entries == 18 && s.blocks_queued == 18);
+    CHECK(s.entries == 3 * P_ENTRIES && s.blocks_queued == 3 * P_ENTRIES);
     engine_destroy(e);
     engine_run_destroy(&ref);
     rm_db(db);
@@ -349,20 +447,26 @@ static void test_engine_lru(const model *m) {
     engine_run ref_p, ref_q, r;
     fresh(m, P, 100, &ref_p);
     fresh(m, Q, 100, &ref_q);
-    /* room for 8 of the 12 blocks of P and Q */
-    block_shape deepest = { 96, B, (uint32_t)m->p.n_layer, (uint32_t)(m->p.n_head_kv * m->p.head_dim) };
-    engine *e = make_engine(m, 1, 64, db, 8 * block_blob_size(&deepest));
+    /* room for all that Q stores, P's first two blocks and half its third */
+    uint32_t L = (uint32_t)m->p.n_layer, D = (uint32_t)(m->p.n_head_kv * m->p.head_dim);
+    uint64_t q_bytes = 0;
+    for (uint32_t i = 1; i <= 7; i++) q_bytes += block_blob_size(&(block_shape){ i * B, B, L, D });
+    q_bytes += block_blob_size(&(block_shape){ 100, 4, L, D }) + block_blob_size(&(block_shape){ 123, 11, L, D });
+    uint64_t cap = q_bytes + block_blob_size(&(block_shape){ B, B, L, D }) +
+                   block_blob_size(&(block_shape){ 2 * B, B, L, D }) + block_blob_size(&(block_shape){ 3 * B, B, L, D }) / 2;
+    engine *e = make_engine(m, 1, 64, db, cap);
     gen(e, P, 100, &r);
     engine_cache_sync(e);
     gen(e, Q, 100, &r);
     prompt_cache_stats s = stats_of(e);
-    CHECKF(s.evictions == 4 && s.entries == 8 && s.blocks_dropped == 0, "evictions %llu entries %llu dropped %llu",
+    CHECKF(s.evictions == P_ENTRIES - 2 && s.entries == P_ENTRIES + 2 && s.blocks_dropped == 0,
+           "evictions %llu entries %llu dropped %llu",
            (unsigned long long)s.evictions, (unsigned long long)s.entries, (unsigned long long)s.blocks_dropped);
     engine_destroy(e);
     /* after a restart: Q whole, P's first two blocks */
-    e = make_engine(m, 1, 64, db, 8 * block_blob_size(&deepest));
+    e = make_engine(m, 1, 64, db, cap);
     gen(e, Q, 100, &r);
-    CHECKF(r.n_cached == 96 && same(&ref_q, &r), "the newer prompt after eviction: %d", r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED && same(&ref_q, &r), "the newer prompt after eviction: %d", r.n_cached);
     gen(e, P, 100, &r);
     CHECKF(r.n_cached == 32 && same(&ref_p, &r), "the older prompt after eviction: %d (want its first 2 blocks)",
            r.n_cached);
@@ -402,7 +506,7 @@ static void test_changed_model(void) {
     if (!m) return;
     e = make_engine(m, 1, 64, db, 1 << 30);
     gen(e, P, 100, &r);
-    CHECKF(r.n_cached == 96, "same model file, restored %d", r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED, "same model file, restored %d", r.n_cached);
     engine_destroy(e);
     model_free(m);
 
@@ -532,7 +636,7 @@ static void test_collision(const model *m) {
     CHECKF(r.n_cached == 0, "a block with a bad checksum was used (%d)", r.n_cached);
     CHECK(same(&ref, &r));
     engine_destroy(e);
-    CHECKF(count_rows(db) == 12, "%d rows and blobs after the bad one went and P was stored", count_rows(db));
+    CHECKF(count_rows(db) == 2 * P_ENTRIES, "%d rows and blobs after the bad one went and P was stored", count_rows(db));
 
     /* a row whose blob is missing: not used, deleted */
     rm_db(db);
@@ -547,13 +651,13 @@ static void test_collision(const model *m) {
     gen(e, P, 100, &r);
     CHECKF(r.n_cached == 0 && same(&ref, &r), "a row without its blob: %d", r.n_cached);
     engine_destroy(e);
-    CHECK(count_rows(db) == 12);
+    CHECK(count_rows(db) == 2 * P_ENTRIES);
     /* the bad row went, and P was stored in its place on the next run */
     e = make_engine(m, 1, 64, db, 1 << 30);
     engine_run q;
     gen(e, Q, 100, &q);
     gen(e, P, 100, &r);
-    CHECKF(r.n_cached == 96, "after the bad row was replaced: %d", r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED, "after the bad row was replaced: %d", r.n_cached);
     CHECK(same(&ref, &r));
     engine_destroy(e);
     engine_run_destroy(&ref);
@@ -582,11 +686,11 @@ static void expect_rebuilt(const model *m, const char *db, const engine_run *ref
     gen(e, P, 100, &r);
     CHECKF(same(ref, &r), "%s: output differs", what);
     s = stats_of(e);
-    CHECKF(s.entries == 6, "%s: %llu entries after a run", what, (unsigned long long)s.entries);
+    CHECKF(s.entries == P_ENTRIES, "%s: %llu entries after a run", what, (unsigned long long)s.entries);
     engine_destroy(e);
     e = make_engine(m, 1, 64, db, 1 << 30);
     gen(e, P, 100, &r);
-    CHECKF(r.n_cached == 96 && same(ref, &r), "%s: no hit after the rebuild (%d)", what, r.n_cached);
+    CHECKF(r.n_cached == P_RESTORED && same(ref, &r), "%s: no hit after the rebuild (%d)", what, r.n_cached);
     engine_destroy(e);
     rm_db(db);
 }
@@ -945,6 +1049,7 @@ int main(void) {
         test_readonly(m);
         test_disk_full(m);
         test_invariants(m, 1);
+        test_resume_conversation(m);
         test_two_streams(m);
         test_engine_lru(m);
         test_collision(m);
@@ -962,6 +1067,7 @@ int main(void) {
         CHECK(kv_cache_init_window(&kv, m, 1, 256, 64) == 0 && kv.ring == 72);   /* the engine's below */
         kv_cache_free(&kv);
         test_invariants(m, 4);
+        test_resume_conversation(m);
         test_window_resume(m);
         model_free(m);
     }

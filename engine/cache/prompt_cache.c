@@ -35,12 +35,13 @@
 #include <unistd.h>
 
 #define APP_ID 0x48525448          /* "HRTH" in PRAGMA application_id */
-#define SCHEMA_VERSION 1           /* PRAGMA user_version */
+#define SCHEMA_VERSION 2           /* PRAGMA user_version (1: no parent column; migrated) */
 #define QUEUE_MAX_BYTES (256ull << 20)
 #define QUEUE_MAX_ITEMS 4096
 #define BATCH_MAX_BYTES (64ull << 20)   /* one write transaction */
 #define WRITER_BUSY_MS 5000        /* another process holding the write lock */
 #define READER_BUSY_MS 100
+#define TAIL_CANDIDATES_STR "8"    /* partial blocks after one parent tried per lookup, longest first */
 
 typedef enum { IT_STORE, IT_TOUCH, IT_DELETE, IT_CLEAR } item_kind;
 
@@ -49,6 +50,8 @@ struct pc_item {
     struct pc_item *next;
     block_key key;
     uint32_t n_tokens;
+    bool has_parent;          /* STORE of a partial block: parent is the key before it */
+    block_key parent;
     int64_t stamp;            /* STORE, TOUCH: the request's use stamp */
     size_t size;              /* blob bytes (STORE) */
     uint8_t *blob;
@@ -64,7 +67,7 @@ struct prompt_cache {
 
     /* the engine thread's read connection */
     sqlite3 *rdb;
-    sqlite3_stmt *q_find, *q_has;
+    sqlite3_stmt *q_find, *q_has, *q_tails;
     uint8_t *scratch;
     size_t scratch_cap;
 
@@ -183,10 +186,12 @@ static const char schema_sql[] =
     " key BLOB NOT NULL,"         /* chained hash of the prefix, 16 bytes */
     " n_tokens INTEGER NOT NULL," /* prefix length the block ends */
     " bytes INTEGER NOT NULL,"    /* length of its blob */
-    " last_used INTEGER NOT NULL);" /* LRU: the stamp of the last request that used it */
+    " last_used INTEGER NOT NULL," /* LRU: the stamp of the last request that used it */
+    " parent BLOB);"              /* a partial block: the key of the full block before it */
     "CREATE TABLE IF NOT EXISTS block_data(id INTEGER PRIMARY KEY, data BLOB NOT NULL);"
     "CREATE UNIQUE INDEX IF NOT EXISTS blocks_key ON blocks(fp, key);"
     "CREATE INDEX IF NOT EXISTS blocks_lru ON blocks(last_used, n_tokens DESC);"
+    "CREATE INDEX IF NOT EXISTS blocks_parent ON blocks(fp, parent, n_tokens) WHERE parent IS NOT NULL;"
     "CREATE TRIGGER IF NOT EXISTS blocks_gone AFTER DELETE ON blocks"
     " BEGIN DELETE FROM block_data WHERE id = old.id; END;";
 
@@ -194,8 +199,8 @@ static void writer_finalize(prompt_cache *pc) {
     sqlite3_stmt **w[] = { &pc->w_ins, &pc->w_ins_data, &pc->w_touch, &pc->w_del, &pc->w_total,
                            &pc->w_oldest, &pc->w_del_id, &pc->w_clear };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) { sqlite3_finalize(*w[i]); *w[i] = NULL; }
-    sqlite3_finalize(pc->q_find); sqlite3_finalize(pc->q_has);
-    pc->q_find = pc->q_has = NULL;
+    sqlite3_finalize(pc->q_find); sqlite3_finalize(pc->q_has); sqlite3_finalize(pc->q_tails);
+    pc->q_find = pc->q_has = pc->q_tails = NULL;
     sqlite3_close(pc->rdb);
     sqlite3_close(pc->wdb);
     pc->rdb = pc->wdb = NULL;
@@ -229,7 +234,7 @@ static open_result open_db(prompt_cache *pc, const char **why, int *why_rc) {
     if ((rc = pragma_int(pc->wdb, "SELECT count(*) FROM sqlite_schema", &n_schema))) goto fail;
     if ((rc = pragma_int(pc->wdb, "PRAGMA application_id", &app))) goto fail;
     if ((rc = pragma_int(pc->wdb, "PRAGMA user_version", &ver))) goto fail;
-    if (n_schema > 0 && (app != APP_ID || ver != SCHEMA_VERSION)) { *why = "foreign database"; return OPEN_BAD_FILE; }
+    if (n_schema > 0 && (app != APP_ID || (ver != SCHEMA_VERSION && ver != 1))) { *why = "foreign database"; return OPEN_BAD_FILE; }
     if (n_schema == 0) {
         /* a new file: large pages suit blobs of megabytes; incremental
          * vacuum lets a clear give the space back. Both only take effect
@@ -248,11 +253,21 @@ static open_result open_db(prompt_cache *pc, const char **why, int *why_rc) {
         rc = sqlite3_exec(pc->wdb, sql, 0, 0, 0);
         if (rc) { sqlite3_exec(pc->wdb, "ROLLBACK", 0, 0, 0); goto fail; }
     }
+    if (n_schema > 0 && ver == 1) {
+        /* version 1 had full blocks only: their rows keep, partial ones get a parent */
+        *why = "upgrade the schema";
+        char sql[512];
+        snprintf(sql, sizeof sql, "BEGIN IMMEDIATE; ALTER TABLE blocks ADD COLUMN parent BLOB; "
+                 "CREATE INDEX IF NOT EXISTS blocks_parent ON blocks(fp, parent, n_tokens) WHERE parent IS NOT NULL; "
+                 "PRAGMA user_version=%d; COMMIT;", SCHEMA_VERSION);
+        rc = sqlite3_exec(pc->wdb, sql, 0, 0, 0);
+        if (rc) { sqlite3_exec(pc->wdb, "ROLLBACK", 0, 0, 0); goto fail; }
+    }
     /* the statements double as the schema check: a table with other
      * columns fails to prepare */
     *why = "schema";
-    if ((rc = prep(pc->wdb, "INSERT OR IGNORE INTO blocks(fp, key, n_tokens, bytes, last_used) "
-                            "VALUES(?1, ?2, ?3, ?4, ?5)", &pc->w_ins)) ||
+    if ((rc = prep(pc->wdb, "INSERT OR IGNORE INTO blocks(fp, key, n_tokens, bytes, last_used, parent) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6)", &pc->w_ins)) ||
         (rc = prep(pc->wdb, "INSERT OR REPLACE INTO block_data(id, data) VALUES(?1, ?2)", &pc->w_ins_data)) ||
         (rc = prep(pc->wdb, "UPDATE blocks SET last_used = max(last_used, ?3) WHERE fp = ?1 AND key = ?2",
                    &pc->w_touch)) ||
@@ -284,7 +299,10 @@ static open_result open_db(prompt_cache *pc, const char **why, int *why_rc) {
     sqlite3_busy_timeout(pc->rdb, READER_BUSY_MS);
     if ((rc = sqlite3_exec(pc->rdb, "PRAGMA query_only=1", 0, 0, 0)) ||
         (rc = prep(pc->rdb, "SELECT id, bytes FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_find)) ||
-        (rc = prep(pc->rdb, "SELECT 1 FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_has))) goto fail;
+        (rc = prep(pc->rdb, "SELECT 1 FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_has)) ||
+        (rc = prep(pc->rdb, "SELECT id, bytes, n_tokens, key FROM blocks WHERE fp = ?1 AND parent = ?2 "
+                            "AND n_tokens > ?3 AND n_tokens <= ?4 ORDER BY n_tokens DESC LIMIT " TAIL_CANDIDATES_STR,
+                   &pc->q_tails))) goto fail;
     pc->max_blob = (size_t)sqlite3_limit(pc->wdb, SQLITE_LIMIT_LENGTH, -1);
     return OPEN_OK;
 fail:
@@ -434,6 +452,8 @@ static int write_batch(prompt_cache *pc, pc_item *batch, batch_result *res) {
             sqlite3_bind_int64(pc->w_ins, 3, it->n_tokens);
             sqlite3_bind_int64(pc->w_ins, 4, (sqlite3_int64)it->size);
             sqlite3_bind_int64(pc->w_ins, 5, it->stamp);
+            if (it->has_parent) sqlite3_bind_blob(pc->w_ins, 6, it->parent.b, 16, SQLITE_TRANSIENT);
+            else sqlite3_bind_null(pc->w_ins, 6);
             rc = run(pc->w_ins);
             if (rc || sqlite3_changes(db) != 1) break;   /* an error, or stored already */
             sqlite3_bind_int64(pc->w_ins_data, 1, sqlite3_last_insert_rowid(db));
@@ -579,6 +599,92 @@ static bool usable(prompt_cache *pc) {
     return pc && !atomic_load(&pc->off) && atomic_load(&pc->clear_pending) == 0;
 }
 
+/* Reads row id's blob (`want` bytes) into the scratch buffer and decodes
+ * it as a block of n_block positions ending tokens[0, n_tokens): 0 and the
+ * view; 1 when it is another prefix (a collision: never used); 2 when it
+ * is damaged (delete it); -1 on a read error (*rc says which). */
+static int read_block(prompt_cache *pc, sqlite3_int64 id, size_t want, uint32_t n_block, const int32_t *tokens,
+                      int n_tokens, block_view *out, int *rc_out) {
+    *rc_out = SQLITE_OK;
+    if (pc->scratch_cap < want) {
+        uint8_t *p = realloc(pc->scratch, want);
+        if (!p) return 1;
+        pc->scratch = p;
+        pc->scratch_cap = want;
+    }
+    sqlite3_blob *b = NULL;
+    int rc = sqlite3_blob_open(pc->rdb, "main", "block_data", "data", id, 0, &b);
+    if (rc == SQLITE_OK && sqlite3_blob_bytes(b) != (int)want) rc = SQLITE_MISMATCH;
+    if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)want, 0);
+    sqlite3_blob_close(b);
+    if (rc == SQLITE_ERROR || rc == SQLITE_MISMATCH) return 2;   /* no blob for the row, or one of another size */
+    if (rc) { *rc_out = rc; return -1; }
+    block_view v;
+    if (block_decode(pc->scratch, want, &v) || memcmp(v.fingerprint, pc->fp, 16) || v.shape.n_block != n_block ||
+        v.shape.n_layer != pc->n_layer || v.shape.kv_dim != pc->kv_dim || v.shape.n_tokens != (uint32_t)n_tokens)
+        return 2;   /* damaged: delete it so the block can be stored again */
+    if (!block_tokens_equal(&v, tokens, (uint32_t)n_tokens)) return 1;
+    *out = v;
+    return 0;
+}
+
+/* Whether the stored prefix of row id (n_tokens of them) is tokens[0, n):
+ * only its token part is read, so the candidates that are not the prompt's
+ * cost a few kB each, not their KV. */
+static bool tokens_match(prompt_cache *pc, sqlite3_int64 id, const int32_t *tokens, uint32_t n) {
+    size_t bytes = (size_t)n * 4;
+    if (pc->scratch_cap < bytes) {
+        uint8_t *p = realloc(pc->scratch, bytes);
+        if (!p) return false;
+        pc->scratch = p;
+        pc->scratch_cap = bytes;
+    }
+    sqlite3_blob *b = NULL;
+    int rc = sqlite3_blob_open(pc->rdb, "main", "block_data", "data", id, 0, &b);
+    if (rc == SQLITE_OK && (size_t)sqlite3_blob_bytes(b) < BLOCK_HEADER_BYTES + bytes) rc = SQLITE_MISMATCH;
+    if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)bytes, BLOCK_HEADER_BYTES);
+    sqlite3_blob_close(b);
+    if (rc) return false;   /* the full read that follows a match reports errors */
+    block_view v = { .tokens = pc->scratch };
+    v.shape.n_tokens = n;
+    return block_tokens_equal(&v, tokens, n);
+}
+
+int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const int32_t *tokens, int n_tokens,
+                             int start, int have, block_view *out) {
+    if (!usable(pc) || start < 0 || have < start || have >= n_tokens) return -1;
+    sqlite3_stmt *q = pc->q_tails;
+    bind_key(q, pc, parent);
+    sqlite3_bind_int64(q, 3, have);
+    sqlite3_bind_int64(q, 4, n_tokens);
+    int rc = SQLITE_OK, result = -1;
+    block_key dead[8];
+    int n_dead = 0;
+    while (result < 0 && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        sqlite3_int64 id = sqlite3_column_int64(q, 0), len = sqlite3_column_int64(q, 1);
+        sqlite3_int64 end = sqlite3_column_int64(q, 2);
+        const void *key = sqlite3_column_blob(q, 3);
+        bool keyed = key && sqlite3_column_bytes(q, 3) == 16;
+        int64_t n_block = end - start;
+        block_shape s = { (uint32_t)end, (uint32_t)n_block, pc->n_layer, pc->kv_dim };
+        size_t want = n_block >= 1 && n_block < (int64_t)pc->B ? block_blob_size(&s) : 0;
+        int r = 2;
+        if (want && want <= (size_t)INT_MAX && len == (sqlite3_int64)want) {
+            if (!tokens_match(pc, id, tokens, (uint32_t)end)) continue;   /* another conversation's */
+            r = read_block(pc, id, want, (uint32_t)n_block, tokens, (int)end, out, &rc);
+            if (r < 0) break;
+        }
+        if (r == 0) result = 0;
+        else if (r == 2 && keyed && n_dead < 8) memcpy(dead[n_dead++].b, key, 16);
+    }
+    if (result == 0 || rc == SQLITE_DONE) rc = SQLITE_OK;
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    if (rc && !is_transient(rc) && (rc & 0xff) != SQLITE_ERROR) cache_fail(pc, rc, "read", false);
+    for (int i = 0; i < n_dead; i++) post_small(pc, IT_DELETE, &dead[i], 0);
+    return result;
+}
+
 int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
                         block_view *out) {
     if (!usable(pc) || n_tokens < (int)pc->B) return -1;
@@ -667,12 +773,13 @@ static bool stored(prompt_cache *pc, const block_key *k) {
     return rc == SQLITE_ROW;
 }
 
-int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
-                             int64_t stamp, pc_item **item, uint8_t **kv) {
+/* A full block (parent NULL, n_block B) or a partial one after parent. */
+static int store_begin(prompt_cache *pc, const block_key *k, const block_key *parent, const int32_t *tokens,
+                       int n_tokens, int n_block, int64_t stamp, pc_item **item, uint8_t **kv) {
     *item = NULL;
     *kv = NULL;
-    if (!pc || atomic_load(&pc->off) || n_tokens < (int)pc->B) return -1;
-    block_shape s = { (uint32_t)n_tokens, pc->B, pc->n_layer, pc->kv_dim };
+    if (!pc || atomic_load(&pc->off) || n_block < 1 || n_block > (int)pc->B || n_tokens < n_block) return -1;
+    block_shape s = { (uint32_t)n_tokens, (uint32_t)n_block, pc->n_layer, pc->kv_dim };
     size_t size = block_blob_size(&s);
     if (!size || size > pc->max_blob || size > pc->max_bytes) return -1;
     /* Already queued or being written? Then already stored? In this order:
@@ -695,6 +802,8 @@ int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t
     it->kind = IT_STORE;
     it->key = *k;
     it->n_tokens = (uint32_t)n_tokens;
+    it->has_parent = parent != NULL;
+    if (parent) it->parent = *parent;
     it->stamp = stamp;
     it->size = size;
     /* reserve the room now: the copy the caller is about to make must not be wasted */
@@ -707,6 +816,18 @@ int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t
     *kv = block_encode(it->blob, size, pc->fp, &s, tokens);
     *item = it;
     return 1;
+}
+
+int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                             int64_t stamp, pc_item **item, uint8_t **kv) {
+    return store_begin(pc, k, NULL, tokens, n_tokens, pc ? (int)pc->B : 0, stamp, item, kv);
+}
+
+int prompt_cache_store_tail_begin(prompt_cache *pc, const block_key *parent, const block_key *k,
+                                  const int32_t *tokens, int n_tokens, int n_block, int64_t stamp,
+                                  pc_item **item, uint8_t **kv) {
+    if (!pc || n_block >= (int)pc->B) { *item = NULL; *kv = NULL; return -1; }
+    return store_begin(pc, k, parent, tokens, n_tokens, n_block, stamp, item, kv);
 }
 
 void prompt_cache_store_commit(prompt_cache *pc, pc_item *it) {

@@ -4,7 +4,11 @@
  *
  * Block i of a prompt is keyed by the chain h_i = H(h_{i-1}, its B tokens),
  * rooted in a fingerprint of the model file and KV format; a changed model
- * file has another root and so finds nothing. Each stored block carries the
+ * file has another root and so finds nothing. The positions past a
+ * sequence's last full block are stored too, as a partial block under
+ * H(h_last, its tokens) with h_last as its parent: found by the parent and
+ * the longest stored prefix, so a conversation resumed after a restart
+ * prefills only its new tokens. Each stored block carries the
  * whole token prefix it ends, compared before the block is used (see
  * block_codec.h). One writer thread owns the writes (WAL, a bounded queue,
  * least-recently-used eviction under a size cap); lookups run on the
@@ -71,6 +75,14 @@ void prompt_cache_close(prompt_cache *pc);
  * geometry, and its stored prefix equals tokens; -1 otherwise. */
 int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
                         block_view *out);
+/* The partial block stored after the full blocks whose chain ends at
+ * `parent` (the root for none) that is the longest stored prefix of
+ * tokens[0, n_tokens) ending past `have`: its positions run from `start`
+ * (the parent's end) to out->shape.n_tokens. 0 and a view (valid until the
+ * next call); -1 when there is none. Up to 8 candidates are tried, their
+ * prefixes compared before their KV is read. */
+int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const int32_t *tokens, int n_tokens,
+                             int start, int have, block_view *out);
 /* A use stamp for one request, above every stamp before it: every full
  * block of its prompt is stored or touched with it, so a block is never
  * evicted before a block that continues it (see prompt_cache.c). */
@@ -90,6 +102,12 @@ void prompt_cache_note_lookup(prompt_cache *pc, int blocks, int tokens);
 typedef struct pc_item pc_item;
 int prompt_cache_store_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
                              int64_t stamp, pc_item **item, uint8_t **kv);
+/* The same for a partial block: the last n_block (< B) positions of the
+ * prefix tokens[0, n_tokens), stored under key k after the full block
+ * whose key is `parent` (what prompt_cache_lookup_tail finds it by). */
+int prompt_cache_store_tail_begin(prompt_cache *pc, const block_key *parent, const block_key *k,
+                                  const int32_t *tokens, int n_tokens, int n_block, int64_t stamp,
+                                  pc_item **item, uint8_t **kv);
 void prompt_cache_store_commit(prompt_cache *pc, pc_item *item);
 
 /* ---- any thread ---------------------------------------------------------- */

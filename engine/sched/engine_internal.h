@@ -7,7 +7,7 @@
  *   engine_step.c   one step: pack a batch, run it, hand its rows on
  *   engine_sample.c a slot's next token and its TOKEN / DONE events
  *   engine_embed.c  an embedding job's pooling
- *   engine_cache.c  the prompt cache: restore stored blocks, store new ones
+ *   engine_cache.c  the prompt cache: restore stored blocks, store new ones and partial ones
  *   engine_share.c  choices of one prompt sharing its prefill (prefill_from) */
 #ifndef HEARTH_ENGINE_INTERNAL_H
 #define HEARTH_ENGINE_INTERNAL_H
@@ -145,7 +145,8 @@ void engine_share_resolve(engine *e, bool force);
 
 /* engine_cache.c */
 int slot_restore(engine *e, slot *sl, int have);
-void slot_store(engine *e, slot *sl);
+/* tail: the positions past the last full block too (the prompt or the job is done) */
+void slot_store(engine *e, slot *sl, bool tail);
 
 /* engine.c: the slot table and stats that other threads read */
 void engine_publish(engine *e);

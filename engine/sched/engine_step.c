@@ -83,9 +83,13 @@ void engine_step(engine *e) {
         sl->n_past++;
     }
     /* blocks completed by this step go to the cache, before sampling can
-     * end a job (its KV stays resident either way) */
-    for (int s = 0; s < e->cfg.n_slots; s++)
-        if (e->slots[s].state == SLOT_PREFILL) slot_store(e, &e->slots[s]);
+     * end a job (its KV stays resident either way); a prompt evaluated to
+     * its end gives its partial last block too */
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state == SLOT_PREFILL || sl->state == SLOT_GENERATE)
+            slot_store(e, sl, sl->state == SLOT_PREFILL && sl->n_prefilled == sl->job->n_prompt);
+    }
     engine_share_resolve(e, false);   /* before sampling may end the job they take from */
     engine_embed_rows(e, &b);
     for (int r = 0; r < n_rows; r++) {
