@@ -76,6 +76,7 @@ static void prep_free(route_prep *p, bool opts) {
         free(p->echo[i]);
     }
     free(p->answer);
+    if (p->data && p->data_free) p->data_free(p->data);
 }
 
 static void client_left(void *arg) { ((job *)arg)->r = NULL; }

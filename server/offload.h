@@ -41,6 +41,8 @@ typedef struct route_prep {
     char *answer;                      /* an answer printed in full (JSON), freed after go */
     size_t answer_len;
     bool body_done;                    /* go does not read the body */
+    void *data;                        /* a route's own result, freed with data_free unless go took it */
+    void (*data_free)(void *);
 } route_prep;
 
 typedef bool (*route_prep_fn)(const server *s, const cJSON *body, route_prep *p);

@@ -3,10 +3,13 @@
  * prefills without generating (job_params.embed); the jobs run beside any
  * others in the same slots. Their vectors come back on the engine thread,
  * are kept here, and the answer is built on the loop once the last one is
- * in (a uv_async per request). Pooling: --pooling, else the model's
+ * in (a uv_async per request). The inputs are checked and tokenized on a
+ * worker (server/offload.c), so a huge input does not hold up the loop;
+ * the loop only submits the jobs. Pooling: --pooling, else the model's
  * pooling_type, else the last token's state; every vector has length 1. */
 #include "server/routes.h"
 #include "server/errors.h"
+#include "server/offload.h"
 #include "server/prompt.h"
 #include "server/request_json.h"
 #include <pthread.h>
@@ -232,61 +235,86 @@ static embed_pooling pooling_of(const server *s) {
     return k == 1 ? EMBED_MEAN : k == 2 ? EMBED_CLS : EMBED_LAST;
 }
 
-static void embed(server *s, http_req *q, const cJSON *body, bool llama) {
-    api_error e;
+/* What the worker hands the loop: the tokenized inputs and the options. */
+typedef struct {
     inputs in;
+    bool llama, base64;
+} embed_prep;
+
+static void embed_prep_free(void *arg) {
+    embed_prep *ep = arg;
+    inputs_free(&ep->in);
+    free(ep);
+}
+
+/* On a worker: the fields and every input's tokens. */
+static bool prep(const server *s, const cJSON *body, route_prep *rp, bool llama) {
+    api_error *e = &rp->e;
+    embed_prep *ep = calloc(1, sizeof *ep);
+    if (!ep) return api_fail(e, 500, NULL, NULL, "out of memory");
+    rp->data = ep;
+    rp->data_free = embed_prep_free;
+    ep->llama = llama;
+    rp->body_done = true;   /* go needs only what is here */
     const char *param = "input";
     const cJSON *v = jf_get(body, "input");
     if (!v && llama && jf_get(body, "content")) v = jf_get(body, "content"), param = "content";
     const char *format = NULL;
     long long dims = 0;
-    if (!parse_inputs(s, v, param, &in, &e) || !jf_str(body, "encoding_format", &format, &e) ||
-        !jf_int(body, "dimensions", 1, 1 << 20, &dims, &e))
-        goto fail;
-    if (format && strcmp(format, "float") && strcmp(format, "base64")) {
-        api_fail(&e, 400, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"");
-        goto fail;
-    }
-    if (dims && dims != s->model->p.n_embd) {
-        api_fail(&e, 400, "dimensions", "unsupported_value", "this model does not support 'dimensions': its embeddings "
-                 "have %d dimensions, and it cannot shorten them", s->model->p.n_embd);
-        goto fail;
-    }
+    if (!parse_inputs(s, v, param, &ep->in, e) || !jf_str(body, "encoding_format", &format, e) ||
+        !jf_int(body, "dimensions", 1, 1 << 20, &dims, e))
+        return false;
+    if (format && strcmp(format, "float") && strcmp(format, "base64"))
+        return api_fail(e, 400, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"");
+    if (dims && dims != s->model->p.n_embd)
+        return api_fail(e, 400, "dimensions", "unsupported_value", "this model does not support 'dimensions': its "
+                        "embeddings have %d dimensions, and it cannot shorten them", s->model->p.n_embd);
+    ep->base64 = format && !strcmp(format, "base64");
+    return true;
+}
+
+static bool prep_oai(const server *s, const cJSON *body, route_prep *rp) { return prep(s, body, rp, false); }
+static bool prep_llama(const server *s, const cJSON *body, route_prep *rp) { return prep(s, body, rp, true); }
+
+/* On the loop: one job per input. */
+static void go(server *s, http_req *q, const cJSON *body, route_prep *rp) {
+    (void)body;
+    embed_prep *ep = rp->data;
+    inputs *in = &ep->in;
     embed_req *r = calloc(1, sizeof *r);
     if (r) {
-        r->items = calloc((size_t)in.count, sizeof *r->items);
-        r->vec = malloc(sizeof(float) * (size_t)in.count * (size_t)s->model->p.n_embd);
+        r->items = calloc((size_t)in->count, sizeof *r->items);
+        r->vec = malloc(sizeof(float) * (size_t)in->count * (size_t)s->model->p.n_embd);
     }
     if (!r || !r->items || !r->vec || uv_async_init(s->loop, &r->async, on_all_in)) {
         if (r) free(r->items), free(r->vec);
         free(r);
-        api_fail(&e, 500, NULL, NULL, "out of memory");
-        goto fail;
+        respond_error(q, 500, NULL, NULL, "out of memory");
+        return;
     }
     r->s = s;
     s->n_held++;   /* until on_all_in: an idle unload would end the jobs (503) */
     r->req = q;
     r->async.data = r;
     pthread_mutex_init(&r->mu, NULL);
-    r->n = in.count;
+    r->n = in->count;
     r->n_embd = s->model->p.n_embd;
-    r->llama = llama;
-    r->base64 = format && !strcmp(format, "base64");
-    r->pending = in.count + 1;   /* + 1: this function's, so no answer goes out while it submits */
+    r->llama = ep->llama;
+    r->base64 = ep->base64;
+    r->pending = in->count + 1;   /* + 1: this function's, so no answer goes out while it submits */
     job_params p;
     job_params_default(&p);
     p.embed = pooling_of(s);
     int rc = ENGINE_OK;
-    for (int i = 0; i < in.count; i++) {
+    for (int i = 0; i < in->count; i++) {
         r->items[i].r = r;
         r->items[i].index = i;
-        r->n_tokens += in.n[i];
+        r->n_tokens += in->n[i];
         pthread_mutex_lock(&r->mu);
-        if (rc == ENGINE_OK) rc = engine_submit(s->engine, in.toks[i], in.n[i], &p, on_event, &r->items[i], &r->items[i].job);
+        if (rc == ENGINE_OK) rc = engine_submit(s->engine, in->toks[i], in->n[i], &p, on_event, &r->items[i], &r->items[i].job);
         if (rc != ENGINE_OK) r->pending--, r->failed = true;   /* never submitted: owes nothing */
         pthread_mutex_unlock(&r->mu);
     }
-    inputs_free(&in);
     if (rc != ENGINE_OK) {   /* answer now; the submitted jobs are cancelled and freed as they end */
         on_closed(r);
         if (rc == ENGINE_QUEUE_FULL)
@@ -300,11 +328,7 @@ static void embed(server *s, http_req *q, const cJSON *body, bool llama) {
     bool last = --r->pending == 0;
     pthread_mutex_unlock(&r->mu);
     if (last) uv_async_send(&r->async);
-    return;
-fail:
-    inputs_free(&in);
-    api_error_respond(q, &e);
 }
 
-void route_embeddings(server *s, http_req *r, const cJSON *body) { embed(s, r, body, false); }
-void route_embedding(server *s, http_req *r, const cJSON *body) { embed(s, r, body, true); }
+void route_embeddings(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, prep_oai, go); }
+void route_embedding(server *s, http_req *r, const cJSON *body) { offload_route(s, r, body, prep_llama, go); }
