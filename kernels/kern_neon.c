@@ -25,6 +25,10 @@
 #include <string.h>
 
 #define INLINE static inline __attribute__((always_inline))
+/* The file is built for dotprod only (armv8.2-a+dotprod): the i8mm code is
+ * these functions alone, so the compiler cannot put an i8mm instruction into
+ * the sdot tiles that dotprod-only cores (Cortex-A55, Neoverse N1) run. */
+#define I8MM __attribute__((target("+i8mm")))
 
 static bool is_float(int fmt) { return fmt == FMT_F32 || fmt == FMT_F16 || fmt == FMT_BF16; }
 
@@ -107,7 +111,7 @@ INLINE void dot_sdot(int32x4_t acc[2][4], const uint8_t *qb, const act_q8 *const
 
 /* i8mm: acc[g][h] += chunks [c0, c1) . activations of rows x0, x1, as
  * [row 4g+2h . x0, row 4g+2h . x1, row 4g+2h+1 . x0, row 4g+2h+1 . x1]. */
-INLINE void dot_mmla(int32x4_t acc[4][2], const uint8_t *qb, const act_q8 *x0, const act_q8 *x1,
+I8MM INLINE void dot_mmla(int32x4_t acc[4][2], const uint8_t *qb, const act_q8 *x0, const act_q8 *x1,
                      int fmt, int c0, int c1) {
     for (int c = c0; c < c1; c++) {
         int8x16_t lo[4], hi[4];
@@ -271,7 +275,7 @@ INLINE int32x4_t zip_i(int32x4_t v, int h) { return h ? vzip2q_s32(v, v) : vzip1
 
 /* i8mm tile: activation rows m0, m0+1 x the 16 rows of panel pan. Lanes of
  * acc[g][h] are (row 4g+2h, x0), (4g+2h, x1), (4g+2h+1, x0), (4g+2h+1, x1). */
-INLINE void tile_mmla(const kpack *pk, int64_t pan, const kern_act *a, int m0, int fmt,
+I8MM INLINE void tile_mmla(const kpack *pk, int64_t pan, const kern_act *a, int m0, int fmt,
                       float *y, int64_t N) {
     const int64_t nb = a->n_in / QK;
     const int bpu = kp_is_kquant(fmt) ? 8 : 1, qb = kp_qbytes32(fmt);
@@ -327,6 +331,24 @@ INLINE void tile_mmla(const kpack *pk, int64_t pan, const kern_act *a, int m0, i
     store16(y + (size_t)(m0 + 1) * N + pan * KP_ROWS, r1, N - pan * KP_ROWS);
 }
 
+/* Every pair of activation rows of panel pan on i8mm (the odd row left to
+ * the caller); out of line, since only an i8mm function may hold it. */
+I8MM static void pairs_mmla(const kpack *pk, int64_t pan, const kern_act *a, int fmt, float *y, int64_t N) {
+    for (int m = 0; m + 2 <= a->M; m += 2) {
+        switch (fmt) {
+        case FMT_Q4_0: tile_mmla(pk, pan, a, m, FMT_Q4_0, y, N); break;
+        case FMT_Q4_1: tile_mmla(pk, pan, a, m, FMT_Q4_1, y, N); break;
+        case FMT_Q5_0: tile_mmla(pk, pan, a, m, FMT_Q5_0, y, N); break;
+        case FMT_Q5_1: tile_mmla(pk, pan, a, m, FMT_Q5_1, y, N); break;
+        case FMT_Q8_0: tile_mmla(pk, pan, a, m, FMT_Q8_0, y, N); break;
+        case FMT_Q4_K: tile_mmla(pk, pan, a, m, FMT_Q4_K, y, N); break;
+        case FMT_Q5_K: tile_mmla(pk, pan, a, m, FMT_Q5_K, y, N); break;
+        case FMT_Q6_K: tile_mmla(pk, pan, a, m, FMT_Q6_K, y, N); break;
+        default: break;
+        }
+    }
+}
+
 /* Float formats: acc = fmaf(w[k], x[k], acc), k in order; MR (1..4) rows. */
 INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt,
                        float *y, int64_t N) {
@@ -374,8 +396,8 @@ INLINE void rows_fmt(const hweight *w, const kern_act *a, float *y, int64_t n0, 
             default: break;
             }
         } else if (mmla) {
-            for (; m + 2 <= M; m += 2) tile_mmla(pk, pan, a, m, fmt, y, N);
-            if (m < M) tile_sdot(pk, pan, a, m, 1, fmt, y, N);
+            pairs_mmla(pk, pan, a, fmt, y, N);
+            if (M % 2) tile_sdot(pk, pan, a, M - 1, 1, fmt, y, N);
         } else {
             for (; m + 2 <= M; m += 2) tile_sdot(pk, pan, a, m, 2, fmt, y, N);
             if (m < M) tile_sdot(pk, pan, a, m, 1, fmt, y, N);
@@ -392,7 +414,7 @@ KP_DEFINE_ROWS(neon_rows, rows_fmt)
  * amax / 127, id = 1 / d (0 when d is 0), q = x * id clamped to +-127 and
  * rounded to nearest even; NaN gives -127 as nearest_clamped does (maxnm
  * returns the number when one operand is a quiet NaN, and x * id is quiet). */
-static void neon_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
+void kern_neon_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
     const float32x4_t lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f), zero = vdupq_n_f32(0.0f);
     for (int64_t b = 0; b < n / QK; b++) {
         float32x4_t v[8];
@@ -426,6 +448,6 @@ const kern_path kern_path_neon = {
     .name = "neon",
     .packs = kp_packs_all,
     .rows = neon_rows,
-    .quantize = neon_quantize,
+    .quantize = kern_neon_quantize,
     .q6_crumbs = false,   /* Q6_K's high bits as two bit planes (add_plane) */
 };

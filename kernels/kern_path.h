@@ -139,6 +139,8 @@ void kern_avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n);
  * does not pull an object out of a static library, so the path would be
  * silently missing from every test and binary. */
 extern const kern_path kern_path_neon;
+/* The NEON activation quantizer (the SME2 path's too). */
+void kern_neon_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n);
 /* The probe's answer for i8mm (SMMLA): the NEON path runs its GEMM with it
  * only when this says yes. */
 bool kernels_cpu_has_i8mm(void);
