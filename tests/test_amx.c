@@ -200,12 +200,15 @@ static void test_gemm(const amx_under_test *t) {
     for (int ti = 0; ti < N_TILE_TYPES; ti++) {
         int type = tile_types[ti];
         bool kq = type == FMT_Q4_K || type == FMT_Q5_K || type == FMT_Q6_K;
-        /* odd and even block counts (the last block of an odd count runs alone) */
-        const int64_t Ks[2] = { kq ? 256 : 96, kq ? 768 : 288 };
+        /* block counts 1-5, 9, 8, 24, 40: odd and even (the last block of an
+         * odd count runs alone), and fewer blocks than a tile pair */
+        const int64_t Ks_q[] = { 32, 64, 96, 128, 160, 288 }, Ks_k[] = { 256, 768, 1280 };
+        const int64_t *Ks = kq ? Ks_k : Ks_q;
+        const int nk = kq ? 3 : 6;
         const int64_t Ns[3] = { 17, 67, 32 };
-        for (int ki = 0; ki < 2; ki++)
+        for (int ki = 0; ki < nk; ki++)
             for (int ni = 0; ni < 3; ni++)
-                test_shape(t, type, Ks[ki], Ns[ni], ki == 1 && ni == 1 ? 512 : 100);
+                test_shape(t, type, Ks[ki], Ns[ni], ki == nk - 1 && ni == 1 ? 512 : 100);
     }
 }
 
@@ -223,7 +226,7 @@ static void test_config(bool (*live)(const amx_cfg *, const amx_cfg *), const ch
 
 int main(void) {
     for (int t = 1; t <= 2; t++) pools[t] = pool_create(t);
-    scratch.size = kern_scratch_bytes(M_MAX, 1024);
+    scratch.size = kern_scratch_bytes(M_MAX, 1280);
     scratch.buf = malloc(scratch.size);
 
     test_permission();
