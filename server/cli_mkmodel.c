@@ -11,6 +11,7 @@ static void usage(void) {
         "  --arch llama|qwen2|qwen3   --mix F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K_M|Q5_K_M|Q6_K\n"
         "  --embd N --layers N --heads N --kv-heads N --head-dim N --ff N --vocab N --ctx N\n"
         "  --tied                     no output.weight (tied embeddings)\n"
+        "  --embd-type F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K|Q5_K|Q6_K   token_embd's format (default: the mix's)\n"
         "  --seed N --name TEXT\n"
         "  --vocab-json tokenizer.json [--pre llama-bpe|qwen2|gpt2|smollm]   --vocab-gguf VOCAB.gguf\n");
 }
@@ -44,6 +45,7 @@ int cmd_mkmodel(int argc, char **argv) {
         else if (arg_is(argc, argv, &i, "--ff", NULL, &v)) ok = arg_int(a, v, 32, 1 << 18, &s.n_ff);
         else if (arg_is(argc, argv, &i, "--vocab", NULL, &v)) ok = arg_int(a, v, 320, 1 << 22, &s.n_vocab);
         else if (arg_is(argc, argv, &i, "--ctx", NULL, &v)) ok = arg_int(a, v, 16, 1 << 24, &s.n_ctx);
+        else if (arg_is(argc, argv, &i, "--embd-type", NULL, &v)) ok = (s.embd_type = v) != NULL;
         else if (arg_is(argc, argv, &i, "--seed", NULL, &v)) { ok = arg_int(a, v, 0, 0x7fffffff, &seed); s.seed = (uint64_t)seed; }
         else if (arg_is(argc, argv, &i, "--name", NULL, &v)) ok = (s.name = v) != NULL;
         else if (arg_is(argc, argv, &i, "--vocab-json", NULL, &v)) ok = (s.vocab_json = v) != NULL;

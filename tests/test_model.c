@@ -190,24 +190,37 @@ static void check_invariants(const model *m, const char *name, hpool *pool) {
 }
 
 static void test_synthetic(hpool *pool) {
-    static const struct { model_arch arch; const char *mix; int tied; int head_dim; } cases[] = {
-        { ARCH_LLAMA, "F32", 0, 0 }, { ARCH_LLAMA, "Q4_0", 0, 0 }, { ARCH_QWEN2, "Q8_0", 1, 0 },
-        { ARCH_QWEN3, "Q4_K_M", 1, 64 }, { ARCH_LLAMA, "F16", 1, 0 }, { ARCH_LLAMA, "Q5_K_M", 0, 0 },
+    /* embd: token_embd's format where it is not the mix's (the last case is
+     * llama.cpp's Q4_0 of a tied model: a Q8_0 embedding, read as the output) */
+    static const struct { model_arch arch; const char *mix; int tied; int head_dim; const char *embd; int embd_type; } cases[] = {
+        { ARCH_LLAMA, "F32", 0, 0, NULL, FMT_F32 }, { ARCH_LLAMA, "Q4_0", 0, 0, NULL, FMT_Q4_0 },
+        { ARCH_QWEN2, "Q8_0", 1, 0, NULL, FMT_Q8_0 }, { ARCH_QWEN3, "Q4_K_M", 1, 64, NULL, FMT_Q4_K },
+        { ARCH_LLAMA, "F16", 1, 0, NULL, FMT_F16 }, { ARCH_LLAMA, "Q5_K_M", 0, 0, NULL, FMT_Q5_K },
+        { ARCH_QWEN2, "Q4_0", 1, 0, "Q8_0", FMT_Q8_0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         synth_spec s;
         synth_spec_default(&s);
         s.arch = cases[i].arch; s.mix = cases[i].mix; s.tied = cases[i].tied; s.head_dim = cases[i].head_dim;
+        s.embd_type = cases[i].embd;
         s.n_embd = 256; s.n_ff = 512; s.seed = 42 + i;
         char name[64];
-        snprintf(name, sizeof name, "%s-%s", model_arch_name(s.arch), s.mix);
+        snprintf(name, sizeof name, "%s-%s%s%s", model_arch_name(s.arch), s.mix, s.embd_type ? "-embd-" : "",
+                 s.embd_type ? s.embd_type : "");
         model *m = synth(&s, name);
         if (!m) continue;
         CHECK(m->p.arch == cases[i].arch);
         CHECK(m->p.tied_embeddings == (cases[i].tied != 0));
+        CHECKF(m->tok_embd.type == cases[i].embd_type, "%s: token_embd is %s", name, format_name(m->tok_embd.type));
         check_invariants(m, name, pool);
         model_free(m);
     }
+    synth_spec s;   /* a format name the writer does not know is an error, not the mix's */
+    synth_spec_default(&s);
+    s.embd_type = "Q3_K";
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/bad-embd.gguf", tmpdir);
+    CHECK(synth_model_write(&s, path, err, sizeof err) != 0 && strstr(err, "Q3_K"));
 }
 
 /* Logits of toks[at, n) fed in chunks of up to 64 at positions at.. into

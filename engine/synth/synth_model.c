@@ -78,6 +78,15 @@ static int parse_mix(const char *mix, mix_types *t) {
     return -1;
 }
 
+/* A format by its name in formats.h ("Q8_0", "F16"); -1 if none. */
+static int format_by_name(const char *name) {
+    for (int type = 0; type < FMT_COUNT_MAX; type++) {
+        const format_info *f = format_get(type);
+        if (f && !strcmp(f->name, name)) return type;
+    }
+    return -1;
+}
+
 /* A K-quant needs rows that are a multiple of 256; otherwise fall back as
  * the usual quantizer does (Q4_K/Q5_K → Q5_0, Q6_K → Q8_0). */
 static int fit_type(int type, int64_t n_in) {
@@ -227,6 +236,10 @@ static void put_layer(writer_ctx *C, const synth_spec *s, const mix_types *t, in
 int synth_model_write(const synth_spec *s, const char *path, char *err, size_t errlen) {
     mix_types t;
     if (parse_mix(s->mix, &t)) { snprintf(err, errlen, "unknown format mix '%s'", s->mix); return -1; }
+    if (s->embd_type && (t.embd = format_by_name(s->embd_type)) < 0) {
+        snprintf(err, errlen, "unknown embedding format '%s'", s->embd_type);
+        return -1;
+    }
     int head_dim = s->head_dim ? s->head_dim : (s->n_head ? s->n_embd / s->n_head : 0);
     if (s->n_embd <= 0 || s->n_layer <= 0 || s->n_head <= 0 || s->n_head_kv <= 0 || s->n_ff <= 0 ||
         s->n_head % s->n_head_kv || head_dim <= 0 || head_dim % 2 || s->n_embd % QK || s->n_ff % QK ||

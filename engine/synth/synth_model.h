@@ -18,6 +18,8 @@ typedef struct synth_spec {
     float rope_base;          /* 0: the architecture's default */
     const char *mix;          /* "F32","F16","BF16","Q8_0","Q4_0","Q4_1","Q5_0","Q5_1","Q4_K_M","Q5_K_M","Q6_K" */
     int tied;                 /* 1: no output.weight */
+    const char *embd_type;    /* token_embd's format ("Q8_0", any of formats.h's names), or NULL for
+                                 the mix's: llama.cpp's Q4_0 files of 896-wide models have a tied Q8_0 one */
     uint64_t seed;
     const char *name;         /* general.name */
     const char *vocab_json;   /* tokenizer.json path, or NULL */
