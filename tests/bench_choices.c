@@ -8,6 +8,7 @@
  * Not a test: run it by hand.
  *   build/tests/bench_choices -m MODEL.gguf [-n CHOICES] [-p PROMPT] [-g TOKENS] [-r ROUNDS] [-t THREADS] */
 #include "engine/sched/engine.h"
+#include "tests/bench_util.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,22 +17,6 @@
 
 #define MAX_CHOICES 16
 #define MAX_RUNS 64
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 typedef struct {
     pthread_mutex_t mu;

@@ -12,6 +12,7 @@
  *   build/tests/bench_engine [-m MODEL.gguf] [-r RUNS] [-n TOKENS] [-t THREADS]
  *                            [-b BATCH] [-d ROWS_WHILE_GENERATING] [-s 1,2,4,8] [-p PROMPT] [-l LONG_PROMPT] */
 #include "engine/sched/engine.h"
+#include "tests/bench_util.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,30 +23,12 @@
 #define MAX_STREAMS 64
 #define MAX_RUNS 32
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Nearest-rank percentile of v[0..n) (sorts v). */
 static double percentile(double *v, int n, double p) {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     int k = (int)ceil(p / 100.0 * n) - 1;
     return v[k < 0 ? 0 : k];
-}
-
-/* Median of v[0..n) (sorts v): the mean of the middle two for even n. */
-static double median(double *v, int n) {
-    if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* One stream: its submit time and a timestamp per generated token. */

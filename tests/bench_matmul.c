@@ -14,6 +14,7 @@
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
 #include "runtime/pool.h"
+#include "tests/bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,11 +60,6 @@ static uint8_t *random_weight(int type, int64_t K, int64_t N) {
         }
     }
     return d;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 typedef struct { double min, med, max; } stats;

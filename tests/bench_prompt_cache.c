@@ -12,6 +12,7 @@
  *   build/tests/bench_prompt_cache MODEL.gguf [-t THREADS] [-n PROMPT_TOKENS]
  *       [-r RUNS] [-k HIT_REPEATS] [-T TURNS] [-u TURN_TOKENS] [-B BLOCK] [--db PATH] */
 #include "engine/sched/engine.h"
+#include "tests/bench_util.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,25 +23,11 @@
 #define MAX_SAMPLES 256
 #define ANSWER 16               /* tokens generated per chat turn */
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 typedef struct { double v[MAX_SAMPLES]; int n; } samples;
 
 static void add(samples *s, double x) { if (s->n < MAX_SAMPLES) s->v[s->n++] = x; }
 
-static double med(samples *s) {
-    qsort(s->v, (size_t)s->n, sizeof *s->v, cmp_double);
-    return s->n % 2 ? s->v[s->n / 2] : (s->v[s->n / 2 - 1] + s->v[s->n / 2]) / 2;
-}
+static double med(samples *s) { return median(s->v, s->n); }
 
 static void print_row(const char *name, samples *s, double cold_median, int n_cached) {
     double m = med(s);

@@ -3,23 +3,13 @@
  * prints min / median / max milliseconds. Not a test: run it by hand.
  *   HEARTH_SHARED=../shared build/tests/bench_tokenizer [runs] */
 #include "tests/test.h"
+#include "tests/bench_util.h"
 #include "engine/text/tokenizer.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/gguf_write.h"
 
 #include <stdint.h>
 #include <time.h>
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* A deterministic mix of the kinds of text that prompts hold. */
 static char *make_prompt(size_t target, size_t *len) {

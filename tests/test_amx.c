@@ -13,6 +13,7 @@
  * too, through kern_matmul. */
 #include "tests/test.h"
 #include "tests/block_scales.h"
+#include "tests/rng.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
@@ -23,20 +24,6 @@
 #include <stdint.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rng_u32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-
-static float rng_normal(void) {
-    double u = (rng_u32() + 0.5) / 4294967296.0, v = (rng_u32() + 0.5) / 4294967296.0;
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
 
 static const int tile_types[] = { FMT_Q4_0, FMT_Q8_0, FMT_Q4_1, FMT_Q5_0, FMT_Q5_1, FMT_Q4_K, FMT_Q5_K, FMT_Q6_K };
 #define N_TILE_TYPES (int)(sizeof tile_types / sizeof tile_types[0])

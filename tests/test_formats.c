@@ -9,29 +9,13 @@
  *  - GeGLU (tanh GELU) against double code, and every path's GeGLU against
  *    op_geglu bit for bit; the logit soft-cap and scale. */
 #include "tests/test.h"
+#include "tests/rng.h"
 #include "kernels/formats.h"
 #include "kernels/ops.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdint.h>
-
-/* ---- deterministic random numbers ---------------------------------------- */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rng_u32(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-
-static double rng_uniform(void) { return (rng_u32() + 0.5) / 4294967296.0; }
-
-static float rng_normal(void) {
-    return (float)(sqrt(-2.0 * log(rng_uniform())) * cos(6.283185307179586 * rng_uniform()));
-}
 
 static const int quant_types[] = { FMT_Q8_0, FMT_Q4_0, FMT_Q4_1, FMT_Q5_0, FMT_Q5_1,
                                    FMT_Q4_K, FMT_Q5_K, FMT_Q6_K };
