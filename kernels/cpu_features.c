@@ -6,6 +6,7 @@
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
 #include "kernels/kern_amx.h"
+#include "kernels/kern_sme.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +19,13 @@
 #endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
+#include <sys/prctl.h>
+#ifndef PR_SME_GET_VL
+#define PR_SME_GET_VL 64
+#endif
+#ifndef PR_SME_VL_LEN_MASK
+#define PR_SME_VL_LEN_MASK 0xffff
+#endif
 #endif
 #if defined(__APPLE__)
 #include <sys/sysctl.h>
@@ -29,6 +37,7 @@ typedef struct {
     bool avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512dq, avx512vnni, avx512bf16, avxvnni, amx;
     /* aarch64 */
     bool neon, dotprod, i8mm, sme, sme2;
+    int svl;    /* the streaming vector length in bytes (0: no SME2) */
 } cpu_caps;
 
 static cpu_caps caps;
@@ -79,6 +88,10 @@ static void probe_arm(cpu_caps *c) {
     c->i8mm = h2 & (1ul << 13);         /* HWCAP2_I8MM */
     c->sme = h2 & (1ul << 23);          /* HWCAP2_SME */
     c->sme2 = h2 & (1ul << 37);         /* HWCAP2_SME2 */
+    if (c->sme2) {
+        int vl = prctl(PR_SME_GET_VL, 0, 0, 0, 0);   /* this thread's, inherited by the pool's */
+        c->svl = vl < 0 ? 0 : vl & PR_SME_VL_LEN_MASK;
+    }
 #elif defined(__APPLE__)
     int v = 0;
     size_t len = sizeof v;
@@ -89,6 +102,7 @@ static void probe_arm(cpu_caps *c) {
     if (sysctlbyname("hw.optional.arm.FEAT_SME", &v, &len, NULL, 0) == 0) c->sme = v;
     len = sizeof v; v = 0;
     if (sysctlbyname("hw.optional.arm.FEAT_SME2", &v, &len, NULL, 0) == 0) c->sme2 = v;
+    if (c->sme2) c->svl = (int)sme_svl_bytes();
 #endif
 }
 #endif
@@ -132,6 +146,25 @@ const char *kernels_cpu_summary(void) {
 
 bool kernels_cpu_has_amx(void) { return get_caps()->amx; }
 
+const char *kernels_sme_status(void) {
+    static char line[128];
+    const cpu_caps *c = get_caps();
+    if (!c->sme2) return "not usable: no SME2";
+#if defined(__aarch64__)
+    if (c->svl != SME_SVL_BYTES) {
+        snprintf(line, sizeof line, "not usable: streaming vector %d-bit, the kernels need %d", 8 * c->svl,
+                 8 * SME_SVL_BYTES);
+        return line;
+    }
+    if (!kernels_cpu_can(KPATH_SME2)) return "not usable: no dotprod";
+    snprintf(line, sizeof line, "usable (streaming vector %d-bit, %d SME workers)", 8 * c->svl, sme_workers());
+    return line;
+#else
+    (void)line;
+    return "not usable: not an aarch64 build";
+#endif
+}
+
 #if defined(__aarch64__)
 bool kernels_cpu_has_i8mm(void) { return get_caps()->i8mm; }
 #endif
@@ -151,6 +184,8 @@ bool kernels_cpu_can(kern_path_id p) {
         return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni &&
                c->avx2 && c->fma && c->f16c;
     case KPATH_NEON: return c->neon && c->dotprod;
+    /* the layouts assume one 16-row x 4-k unit per streaming vector */
+    case KPATH_SME2: return c->neon && c->dotprod && c->sme2 && c->svl == SME_SVL_BYTES;
     /* The permission last: it is asked for only where tiles exist. */
     case KPATH_AMX: return c->amx && kernels_cpu_can(KPATH_AVX512) && amx_permission();
     default: return false;
@@ -160,7 +195,7 @@ bool kernels_cpu_can(kern_path_id p) {
 bool kernels_path_available(kern_path_id p) { return kern_table_get(p) != NULL; }
 
 const char *kernels_path_name(kern_path_id p) {
-    static const char *names[KPATH_COUNT] = { "scalar", "avx2", "avx512", "neon", "amx" };
+    static const char *names[KPATH_COUNT] = { "scalar", "avx2", "avx512", "neon", "amx", "sme2" };
     return (unsigned)p < KPATH_COUNT ? names[p] : "unknown";
 }
 
@@ -172,7 +207,7 @@ kern_path_id kernels_path_from_name(const char *name) {
 }
 
 static kern_path_id best_path(void) {
-    static const kern_path_id order[] = { KPATH_AMX, KPATH_AVX512, KPATH_AVX2, KPATH_NEON };
+    static const kern_path_id order[] = { KPATH_AMX, KPATH_AVX512, KPATH_AVX2, KPATH_SME2, KPATH_NEON };
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
         if (kernels_path_available(order[i])) return order[i];
     return KPATH_SCALAR;
@@ -184,9 +219,13 @@ kern_path_id kernels_select(void) {
     if (env && *env && strcmp(env, "auto") != 0) {
         kern_path_id f = kernels_path_from_name(env);
         if (f == KPATH_COUNT)
-            fprintf(stderr, "hearth: HEARTH_KERNELS=%s is not a path (scalar, avx2, avx512, amx, neon); using %s\n",
+            fprintf(stderr, "hearth: HEARTH_KERNELS=%s is not a path (scalar, avx2, avx512, amx, neon, sme2); using %s\n",
                     env, kernels_path_name(p));
-        else if (!kernels_path_available(f))
+        else if (f == KPATH_SME2 && !kernels_path_available(f)) {
+            /* asked for the matrix unit: a silent NEON run would hide it */
+            fprintf(stderr, "hearth: HEARTH_KERNELS=sme2: %s\n", kernels_sme_status());
+            exit(2);
+        } else if (!kernels_path_available(f))
             fprintf(stderr, "hearth: HEARTH_KERNELS=%s cannot run on this CPU or build; using %s\n",
                     env, kernels_path_name(p));
         else

@@ -3,6 +3,7 @@
 #include "kernels/kern_table.h"
 #include "kernels/kern_path.h"
 #include "kernels/kern_amx.h"
+#include "kernels/kern_sme.h"
 
 static bool scalar_available(void) { return true; }
 #if defined(__x86_64__)
@@ -12,6 +13,7 @@ static bool amx_available(void) { return kernels_cpu_can(KPATH_AMX); }
 #endif
 #if defined(__aarch64__)
 static bool neon_available(void) { return kernels_cpu_can(KPATH_NEON); }
+static bool sme2_available(void) { return kernels_cpu_can(KPATH_SME2); }
 #endif
 
 static const kern_table tables[KPATH_COUNT] = {
@@ -30,6 +32,9 @@ static const kern_table tables[KPATH_COUNT] = {
 #endif
 #if defined(__aarch64__)
     [KPATH_NEON] = { KPATH_NEON, "neon", neon_available, &kern_path_neon,
+                     op_rmsnorm_neon, op_rope_apply_neon, op_to_fp16_neon, { op_swiglu, op_geglu_neon }, attn_group_neon },
+    /* The NEON table but for the matmul (whose NEON workers run the NEON rows). */
+    [KPATH_SME2] = { KPATH_SME2, "sme2", sme2_available, &kern_path_sme2,
                      op_rmsnorm_neon, op_rope_apply_neon, op_to_fp16_neon, { op_swiglu, op_geglu_neon }, attn_group_neon },
 #endif
 };

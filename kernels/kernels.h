@@ -60,7 +60,9 @@ void kern_release_weight(hweight *w);
 /* Path selection: the default for models loaded after it. */
 /* KPATH_AMX: the AVX-512 path with its batches of 16 rows or more on AMX
  * int8 tiles (same packed weights, same bits). */
-typedef enum { KPATH_SCALAR = 0, KPATH_AVX2, KPATH_AVX512, KPATH_NEON, KPATH_AMX, KPATH_COUNT } kern_path_id;
+/* KPATH_SME2: the NEON path with some pool workers' rows on the SME2 matrix
+ * unit (same packed weights, same bits); only with a 512-bit streaming vector. */
+typedef enum { KPATH_SCALAR = 0, KPATH_AVX2, KPATH_AVX512, KPATH_NEON, KPATH_AMX, KPATH_SME2, KPATH_COUNT } kern_path_id;
 /* Probe the CPU (honouring HEARTH_KERNELS); returns the selected path. */
 kern_path_id kernels_select(void);
 /* Force a path (tests, bench). Returns false if this CPU or build cannot run it. */
@@ -76,5 +78,8 @@ bool kernels_cpu_has_amx(void);
 /* "usable", or why the AMX tiles are not (the CPU, the OS permission, a
  * tile config that does not read back). */
 const char *kernels_amx_status(void);
+/* For `hearth --version`: "usable (...)" with the SME workers, or why the
+ * SME2 path is not (no SME2, another streaming vector length). */
+const char *kernels_sme_status(void);
 
 #endif

@@ -69,6 +69,7 @@ int cmd_version(void) {
         if (kernels_path_available((kern_path_id)p)) printf(" %s", kernels_path_name((kern_path_id)p));
     printf(" (selected: %s)\n", kernels_path_name(kernels_select()));
     printf("amx tiles: %s\n", kernels_amx_status());
+    printf("sme2: %s\n", kernels_sme_status());
     printf("backends: %s (auto: %s)\n", backend_names(), backend_find("auto") ? backend_find("auto")->name : "none");
 #ifdef HEARTH_METAL
     printf("metal: yes\n");

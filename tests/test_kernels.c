@@ -14,12 +14,18 @@
  *  - the pool's worker id reaches a table's rows kernel: a table whose rows
  *    record the id, on 2 threads, sees ids 0 and 1 and gives the wrapped
  *    path's outputs (control: on 1 thread the same check sees only 0);
+ *  - the SME2 path (aarch64, where the probe allows it): every block format,
+ *    M in {1,2,3,7,16,17,33,64}, K and N with tails, 1-4 of 4 pool workers
+ *    on SME beside NEON workers: SME2 == NEON == oracle bit for bit; and the
+ *    matrix unit really ran (its tile and GEMV counters moved; control: with
+ *    no SME workers they must not);
  *  - path names, forcing and the HEARTH_KERNELS names. */
 #include "tests/test.h"
 #include "tests/block_scales.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_path.h"
 #include "kernels/kern_table.h"
+#include "kernels/kern_sme.h"
 #include "runtime/pool.h"
 
 #include <float.h>
@@ -484,6 +490,71 @@ static void test_worker_ids(void) {
     free(data); free(x); free(want); free(got);
 }
 
+/* ---- the SME2 path: workers split between SME and NEON ---------------------- */
+
+#if defined(__aarch64__)
+static void test_sme_split(void) {
+    static const int types[] = { FMT_Q4_0, FMT_Q4_1, FMT_Q5_0, FMT_Q5_1, FMT_Q8_0, FMT_Q4_K, FMT_Q5_K, FMT_Q6_K };
+    static const int Msme[] = { 1, 2, 3, 7, 16, 17, 33, 64 };
+    enum { MS = 64 };
+    const kern_table *sme = kern_table_get(KPATH_SME2), *neon = kern_table_get(KPATH_NEON);
+    CHECK(sme && neon);
+    if (!sme || !neon) return;
+    hpool *pool4 = pool_create(4);
+    kern_scratch sc = { NULL, kern_scratch_bytes(MS, 768) };
+    sc.buf = malloc(sc.size);
+    const int saved = sme_workers();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const int type = types[ti];
+        /* K: 7 blocks (a tail after the 4 in flight) or 3 super-blocks; N: a panel tail */
+        const int64_t K = kp_is_kquant(type) ? 768 : 224, N = 67;
+        uint8_t *data = make_weight(type, K, N);
+        float *x = malloc(sizeof(float) * (size_t)(MS * K));
+        for (int64_t i = 0; i < MS * K; i++) x[i] = rng_normal();
+        oracle o;
+        oracle_build(&o, type, K, N, MS, data, x);
+        hweight wn = { .type = type, .n_in = K, .n_out = N, .data = data, .row_bytes = format_row_bytes(type, K) };
+        hweight ws = wn;
+        CHECK(kern_prepare_weight(neon, &wn) == 0 && kern_prepare_weight(sme, &ws) == 0);
+        CHECK(wn.packed && ws.packed && ws.packed_path == sme->matmul);
+        float *want = malloc(sizeof(float) * (size_t)(MS * N)), *got = malloc(sizeof(float) * (size_t)(MS * N));
+        int inexact = 0;
+        kern_matmul(&wn, MS, x, want, &sc, pool4);
+        CHECKF(oracle_misses(&o, want, MS, &inexact) == 0 && inexact == 0, "neon %s: off the oracle", format_name(type));
+        for (int sw = 1; sw <= 4; sw++) {
+            sme_set_workers(sw);
+            for (size_t mi = 0; mi < sizeof Msme / sizeof Msme[0]; mi++) {
+                const int M = Msme[mi];
+                kern_matmul(&wn, M, x, want, &sc, pool4);
+                for (int64_t i = 0; i < M * N; i++) got[i] = NAN;
+                uint64_t t0 = sme_tile_runs(), g0 = sme_gemv_runs();
+                kern_matmul(&ws, M, x, got, &sc, pool4);
+                CHECKF(memcmp(got, want, sizeof(float) * (size_t)(M * N)) == 0,
+                       "sme2 %s K=%lld M=%d with %d SME workers of 4: differs from neon", format_name(type),
+                       (long long)K, M, sw);
+                /* every worker is an SME one: the unit must have run (with
+                 * fewer, the NEON workers may take every block) */
+                (void)g0;
+                if (sw == 4 && M > 1) CHECKF(sme_tile_runs() > t0, "sme2 %s M=%d: no SME tile ran", format_name(type), M);
+            }
+        }
+        /* control: no SME workers, no tiles, and the same bits from NEON */
+        sme_set_workers(0);
+        uint64_t t0 = sme_tile_runs(), g0 = sme_gemv_runs();
+        kern_matmul(&ws, 17, x, got, &sc, pool4);
+        kern_matmul(&ws, 1, x, got + 17 * N, &sc, pool4);
+        CHECKF(sme_tile_runs() == t0 && sme_gemv_runs() == g0, "control: SME counters moved with no SME workers");
+        sme_set_workers(saved);
+        kern_release_weight(&wn);
+        kern_release_weight(&ws);
+        oracle_free(&o);
+        free(want); free(got); free(x); free(data);
+    }
+    free(sc.buf);
+    pool_destroy(pool4);
+}
+#endif
+
 int main(void) {
     for (int t = 1; t <= 3; t++) pools[t] = pool_create(t);
     scratch.size = kern_scratch_bytes(M_MAX, 2048);
@@ -520,6 +591,17 @@ int main(void) {
         }
         printf("path %s: %s\n", kernels_path_name(id), test_fail_count == before ? "ok" : "FAILED");
     }
+#if defined(__aarch64__)
+    /* Engagement: where the probe allows SME2, its tests above must have run
+     * on the matrix unit, not a silent NEON fallback. */
+    if (kernels_path_available(KPATH_SME2)) {
+        printf("sme2: %llu tiles, %llu GEMV panels so far; %d SME workers\n", (unsigned long long)sme_tile_runs(),
+               (unsigned long long)sme_gemv_runs(), sme_workers());
+        CHECKF(sme_tile_runs() > 0, "sme2 was available but no SME tile ran");
+        test_sme_split();
+        printf("sme2 split: %s\n", test_fail_count == 0 ? "ok" : "FAILED");
+    }
+#endif
 
     kernels_select();
     free(scratch.buf);
