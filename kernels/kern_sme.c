@@ -12,7 +12,12 @@
  *    blocks are in flight in ZA0-ZA3 (2 for Q6_K, whose two 16-element
  *    halves take a tile each). The activations are laid out once per rows
  *    call as 16-row x 4-k vectors (the transpose the operand needs).
- *  - M = 1 runs the NEON rows.
+ *  - GEMV (M = 1): the streaming SDOT by element multiplies the chunk by 4
+ *    activation bytes replicated in every 128-bit segment (the 16 lanes
+ *    are the 16 rows), the NEON tile's vdotq_laneq four times as wide. The
+ *    nibbles are expanded in registers (AND / LSR), so it reads the packed
+ *    half bytes; their value needs no table (LUTI4) since the format's
+ *    offset is applied through the activation sums.
  * Weights stay unsigned; the offset (8, 16, 128, Q6_K's 32 per half) is
  * added as the activation-side constant act_extra holds, so each block's
  * int32 sum is the NEON path's integer, and fold() below folds it into the
@@ -38,7 +43,7 @@ uint64_t sme_svl_bytes(void) { return svcntsb(); }
 /* ---- workers and counters ------------------------------------------------ */
 
 static _Atomic int workers = -1;
-static _Atomic uint64_t tile_runs, gemv_runs;   /* gemv_runs: 0 until the GEMV lands */
+static _Atomic uint64_t tile_runs, gemv_runs;
 
 uint64_t sme_tile_runs(void) { return atomic_load_explicit(&tile_runs, memory_order_relaxed); }
 uint64_t sme_gemv_runs(void) { return atomic_load_explicit(&gemv_runs, memory_order_relaxed); }
@@ -207,6 +212,78 @@ SINLINE svfloat32_t fold(svfloat32_t acc, int fmt, svint32_t isum, svint32_t isu
     }
 }
 
+/* ---- GEMV: M = 1, streaming SDOT ---------------------------------------------- */
+
+/* isum += groups [j0, j1) of the block at q . the activation block x. */
+SINLINE svint32_t dot_groups(svint32_t isum, const uint8_t *q, const act_q8 *x, int fmt, int j0, int j1,
+                             svuint8_t pc) STREAMING {
+    svbool_t pt = svptrue_b8();
+    for (int j = j0; j < j1; j += 2) {
+        /* k 4j .. 4j+7 are 32-bit elements (j % 4), (j % 4) + 1 of the quadword j / 4. */
+        svint8_t av = svld1rq_s8(pt, x->qs + 16 * (j / 4));
+        svuint8_t w0 = group(q, j, fmt, pc), w1 = group(q, j + 1, fmt, pc);
+        if (fmt == FMT_Q8_0) {   /* signed for SDOT: q = stored ^ 0x80 */
+            w0 = sveor_n_u8_x(pt, w0, 0x80);
+            w1 = sveor_n_u8_x(pt, w1, 0x80);
+        }
+        if (j % 4 == 0) {
+            isum = svdot_lane_s32(isum, svreinterpret_s8_u8(w0), av, 0);
+            isum = svdot_lane_s32(isum, svreinterpret_s8_u8(w1), av, 1);
+        } else {
+            isum = svdot_lane_s32(isum, svreinterpret_s8_u8(w0), av, 2);
+            isum = svdot_lane_s32(isum, svreinterpret_s8_u8(w1), av, 3);
+        }
+    }
+    return isum;
+}
+
+SINLINE void gemv_fmt(const panels *pk, const kern_act *a, float *y, int64_t N, int64_t pan0, int64_t pan1,
+                      int fmt) STREAMING {
+    const int bpu = blocks_per_unit(fmt), qb = qbytes32(fmt);
+    const svuint8_t pc = plane_setup();
+    for (int64_t pan = pan0; pan < pan1; pan++) {
+        svfloat32_t acc = svdup_n_f32(0.0f);
+        for (int64_t u = 0; u < pk->units; u++) {
+            const uint8_t *s = ps(pk, pan, u), *qu = pq(pk, pan, u);
+            for (int bi = 0; bi < bpu; bi++) {
+                const int64_t b = u * bpu + bi;
+                const act_q8 *x = a->q + b;
+                const act_extra *ex = a->ext + b;
+                const uint8_t *q = qu + qb * bi;
+                svfloat32_t d, e;
+                svint32_t sc, sc2, mn, ia, ib;
+                load_wv(s, bi, fmt, &d, &e, &sc, &sc2, &mn);
+                if (fmt == FMT_Q6_K) {
+                    ia = dot_groups(svdup_n_s32(ex->off0), q, x, fmt, 0, 4, pc);
+                    ib = dot_groups(svdup_n_s32(ex->off1), q, x, fmt, 4, 8, pc);
+                } else {
+                    /* Q8_0's flipped weights carry no offset; the others' is off0 */
+                    ia = dot_groups(svdup_n_s32(fmt == FMT_Q8_0 ? 0 : ex->off0), q, x, fmt, 0, 8, pc);
+                    ib = ia;
+                }
+                acc = fold(acc, fmt, ia, ib, d, e, sc, sc2, mn, x->d, x->sum);
+            }
+        }
+        int64_t left = N - pan * KP_ROWS;
+        svst1_f32(svwhilelt_b32_s64(0, left < 16 ? left : 16), y + pan * KP_ROWS, acc);
+    }
+}
+
+__arm_locally_streaming static void gemv(const panels *pk, const kern_act *a, float *y, int64_t N, int64_t pan0,
+                                         int64_t pan1, int fmt) {
+    switch (fmt) {
+    case FMT_Q4_0: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q4_0); break;
+    case FMT_Q4_1: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q4_1); break;
+    case FMT_Q5_0: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q5_0); break;
+    case FMT_Q5_1: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q5_1); break;
+    case FMT_Q8_0: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q8_0); break;
+    case FMT_Q4_K: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q4_K); break;
+    case FMT_Q5_K: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q5_K); break;
+    case FMT_Q6_K: gemv_fmt(pk, a, y, N, pan0, pan1, FMT_Q6_K); break;
+    default: break;
+    }
+}
+
 /* ---- GEMM: M > 1, SMOPA tiles ------------------------------------------------- */
 
 /* The activations of 16-row tile t, block b, k-group j: 64 bytes, byte 4m+i
@@ -353,10 +430,15 @@ static bool sme_format(int type) {
 
 static void sme2_rows(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int worker) {
     const kpack *k = w->packed;
-    if (worker < sme_workers() && sme_format(w->type) && a->M >= 2) {
+    if (worker < sme_workers() && sme_format(w->type) && a->M >= 1) {
         assert(!k->pairs_interleaved && !k->q6_crumbs);   /* the NEON layout */
         const panels pk = { k->data, k->panel_bytes, k->q_bytes, k->s_bytes, k->units };
         const int64_t pan0 = n0 / KP_ROWS, pan1 = (n1 + KP_ROWS - 1) / KP_ROWS;
+        if (a->M == 1) {
+            gemv(&pk, a, y, w->n_out, pan0, pan1, w->type);
+            atomic_fetch_add_explicit(&gemv_runs, (uint64_t)(pan1 - pan0), memory_order_relaxed);
+            return;
+        }
         const int tiles = (a->M + 15) / 16;
         const size_t xt_bytes = (size_t)tiles * (size_t)(a->n_in / QK) * 512;
         uint8_t *xt = scratch_get(xt_bytes + 16 * 16 * sizeof(float));

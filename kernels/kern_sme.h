@@ -1,8 +1,8 @@
 /* Private to kernels/: the SME2 path (kern_sme.c). It reads the NEON path's
  * panels (the same packed bytes: one resident copy of the weights) and gives
  * its bits. Pool workers below sme_workers() run their rows on the streaming
- * matrix unit (SMOPA tiles for M > 1); the others, M = 1 and the float
- * formats run the NEON rows. */
+ * matrix unit (SMOPA tiles for M > 1, streaming SDOT for M = 1); the others,
+ * and the float formats, run the NEON rows. */
 #ifndef HEARTH_KERN_SME_H
 #define HEARTH_KERN_SME_H
 

@@ -534,8 +534,9 @@ static void test_sme_split(void) {
                        (long long)K, M, sw);
                 /* every worker is an SME one: the unit must have run (with
                  * fewer, the NEON workers may take every block) */
-                (void)g0;
-                if (sw == 4 && M > 1) CHECKF(sme_tile_runs() > t0, "sme2 %s M=%d: no SME tile ran", format_name(type), M);
+                if (sw == 4)
+                    CHECKF(M == 1 ? sme_gemv_runs() > g0 : sme_tile_runs() > t0,
+                           "sme2 %s M=%d: no SME %s ran", format_name(type), M, M == 1 ? "GEMV panel" : "tile");
             }
         }
         /* control: no SME workers, no tiles, and the same bits from NEON */
@@ -597,7 +598,8 @@ int main(void) {
     if (kernels_path_available(KPATH_SME2)) {
         printf("sme2: %llu tiles, %llu GEMV panels so far; %d SME workers\n", (unsigned long long)sme_tile_runs(),
                (unsigned long long)sme_gemv_runs(), sme_workers());
-        CHECKF(sme_tile_runs() > 0, "sme2 was available but no SME tile ran");
+        CHECKF(sme_tile_runs() > 0 && sme_gemv_runs() > 0, "sme2 was available but no SME tile (%llu) or GEMV (%llu) ran",
+               (unsigned long long)sme_tile_runs(), (unsigned long long)sme_gemv_runs());
         test_sme_split();
         printf("sme2 split: %s\n", test_fail_count == 0 ? "ok" : "FAILED");
     }
