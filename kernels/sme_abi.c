@@ -1,8 +1,9 @@
 /* The SME ABI support routines (AAPCS64, "SME support routines") that code
  * built with SME attributes calls: __arm_tpidr2_save (commit a lazy ZA save
- * on entry to a function with new ZA), __arm_za_disable, __arm_sme_state and
- * __arm_get_current_vg (the vector granule kept for unwinding when a
- * function changes streaming mode). compiler-rt and newer libgcc have them;
+ * on entry to a function with new ZA), __arm_tpidr2_restore (reload ZA
+ * after a call that committed the caller's lazy save), __arm_za_disable,
+ * __arm_sme_state and __arm_get_current_vg (the vector granule kept for
+ * unwinding when a function changes streaming mode). compiler-rt and newer libgcc have them;
  * GCC 12's libgcc, which the Linux cross build links, does not, so the
  * project provides them for Linux (macOS's libSystem has its own).
  *
@@ -63,6 +64,39 @@ __asm__(
     "3:\n"
     "  b abort\n"
     ".size __arm_tpidr2_save, . - __arm_tpidr2_save\n"
+
+    /* X0 points at a TPIDR2 block whose save has been committed (TPIDR2_EL0
+     * is 0, else abort): loads its slices back into ZA. */
+    ".p2align 2\n"
+    ".globl __arm_tpidr2_restore\n"
+    ".hidden __arm_tpidr2_restore\n"
+    ".type __arm_tpidr2_restore, %function\n"
+    "__arm_tpidr2_restore:\n"
+    "  adrp x16, hearth_sme_abi_caps\n"
+    "  ldrb w16, [x16, :lo12:hearth_sme_abi_caps]\n"
+    "  tbz w16, #0, 2f\n"
+    "  mrs x16, TPIDR2_EL0\n"
+    "  cbnz x16, 3f\n"
+    "  ldr x17, [x0, #8]\n"
+    "  tst x17, #0xffffffffffff0000\n"
+    "  b.ne 3f\n"
+    "  ldr x16, [x0]\n"
+    "  str x12, [sp, #-16]!\n"
+    "  mov w12, #0\n"
+    "1:\n"
+    "  cmp w12, w17\n"
+    "  b.hs 4f\n"
+    "  ldr za[w12, 0], [x16]\n"
+    "  addsvl x16, x16, #1\n"
+    "  add w12, w12, #1\n"
+    "  b 1b\n"
+    "4:\n"
+    "  ldr x12, [sp], #16\n"
+    "2:\n"
+    "  ret\n"
+    "3:\n"
+    "  b abort\n"
+    ".size __arm_tpidr2_restore, . - __arm_tpidr2_restore\n"
 
     /* Commit any lazy save, clear TPIDR2_EL0 and turn ZA off. */
     ".p2align 2\n"
