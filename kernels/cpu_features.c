@@ -157,7 +157,8 @@ const char *kernels_sme_status(void) {
         return line;
     }
     if (!kernels_cpu_can(KPATH_SME2)) return "not usable: no dotprod";
-    snprintf(line, sizeof line, "usable (streaming vector %d-bit, %d SME workers)", 8 * c->svl, sme_workers());
+    int n = sme_workers();
+    snprintf(line, sizeof line, "usable (streaming vector %d-bit, %d SME worker%s)", 8 * c->svl, n, n == 1 ? "" : "s");
     return line;
 #else
     (void)line;

@@ -16,7 +16,8 @@
  *    path's outputs (control: on 1 thread the same check sees only 0);
  *  - the SME2 path (aarch64, where the probe allows it): every block format,
  *    M in {1,2,3,7,16,17,33,64}, K and N with tails, 1-4 of 4 pool workers
- *    on SME beside NEON workers: SME2 == NEON == oracle bit for bit; and the
+ *    on SME beside NEON workers: SME2 == NEON == oracle bit for bit, from
+ *    the same packed bytes as the NEON path's; and the
  *    matrix unit really ran (its tile and GEMV counters moved; control: with
  *    no SME workers they must not);
  *  - path names, forcing and the HEARTH_KERNELS names. */
@@ -517,6 +518,11 @@ static void test_sme_split(void) {
         hweight ws = wn;
         CHECK(kern_prepare_weight(neon, &wn) == 0 && kern_prepare_weight(sme, &ws) == 0);
         CHECK(wn.packed && ws.packed && ws.packed_path == sme->matmul);
+        /* one layout: the SME2 path packs exactly the NEON panels (no second form) */
+        const kpack *pn = wn.packed, *psm = ws.packed;
+        CHECKF(pn && psm && pn->panel_bytes == psm->panel_bytes && pn->n_panels == psm->n_panels &&
+               memcmp(pn->data, psm->data, (size_t)pn->n_panels * pn->panel_bytes) == 0,
+               "sme2 %s: packed bytes differ from the NEON path's", format_name(type));
         float *want = malloc(sizeof(float) * (size_t)(MS * N)), *got = malloc(sizeof(float) * (size_t)(MS * N));
         int inexact = 0;
         kern_matmul(&wn, MS, x, want, &sc, pool4);
