@@ -397,8 +397,10 @@ static void mask_vs_oracle(const tokenizer *t, const grammar_vocab *v, const gra
     for (size_t cut = 0; cut <= wl; cut += 1 + cut / 3) {
         grammar_sampler *gs = grammar_sampler_new(g, v, true);
         gm_set_merge_disabled(true);   /* the oracle keeps every partial character apart */
+        gm_set_share_disabled(true);   /* and computes every byte's transition */
         grammar_matcher *oracle = grammar_matcher_new(g);
         gm_set_merge_disabled(false);
+        gm_set_share_disabled(false);
         if (!gs || !oracle) { CHECK(0); break; }
         /* the sampler advances token by token, taking single-byte pieces of walk */
         bool ok = true;
@@ -520,8 +522,10 @@ static void test_merge_whole(void) {
             }
             grammar_matcher *a = grammar_matcher_new(g);
             gm_set_merge_disabled(true);
+            gm_set_share_disabled(true);
             grammar_matcher *b = grammar_matcher_new(g);
             gm_set_merge_disabled(false);
+            gm_set_share_disabled(false);
             if (!a || !b) { CHECK(0); grammar_matcher_free(a); grammar_matcher_free(b); break; }
             for (size_t i = 0; i < n; i++) {
                 bool ya = grammar_matcher_accept(a, buf + i, 1), yb = grammar_matcher_accept(b, buf + i, 1);
@@ -537,7 +541,8 @@ static void test_merge_whole(void) {
 }
 
 /* The control that the merging is taken: inside a JSON string, the mask over a
- * vocabulary full of CJK characters needs a few dozen states, not thousands. */
+ * vocabulary full of CJK characters needs a few dozen states, not thousands;
+ * and that byte classes are: far fewer transitions are computed. */
 static void test_merge_taken(void) {
     tokenizer *t = load_tok("fixtures/qwen3-tiny-Q4_K_M.gguf");
     CHECK(t != NULL);
@@ -545,10 +550,13 @@ static void test_merge_taken(void) {
     grammar_vocab *v = grammar_vocab_from_tokenizer(t);
     grammar *g = parse("root ::= \"\\\"\" [^\"\\\\\\x00-\\x1f]* \"\\\"\"");
     uint32_t st[2] = { 0, 0 };
-    for (int off = 0; off < 2 && v && g; off++) {
-        gm_set_merge_disabled(off);
+    uint64_t computed[2] = { 0, 0 };
+    for (int off = 0; off < 3 && v && g; off++) {   /* both on; merging off; sharing off */
+        gm_set_merge_disabled(off == 1);
+        gm_set_share_disabled(off == 2);
         grammar_sampler *gs = grammar_sampler_new(g, v, true);
         gm_set_merge_disabled(false);
+        gm_set_share_disabled(false);
         if (!gs) { CHECK(0); break; }
         int32_t q = -1;
         char buf[64];
@@ -557,10 +565,15 @@ static void test_merge_taken(void) {
         CHECK(q >= 0 && grammar_sampler_accept(gs, q));
         int n_allowed;
         CHECK(grammar_sampler_mask(gs, &n_allowed) != NULL && n_allowed > 1000);
-        st[off] = gm_n_states(grammar_sampler_matcher(gs));
+        if (off < 2) st[off] = gm_n_states(grammar_sampler_matcher(gs));
+        if (off != 1) computed[off / 2] = gm_n_computed(grammar_sampler_matcher(gs));
         grammar_sampler_free(gs);
     }
     CHECKF(st[0] < 100 && st[1] > 5 * st[0], "states: %u merged, %u kept", st[0], st[1]);
+    CHECKF(computed[0] * 2 < computed[1], "transitions computed: %llu with byte classes, %llu without",
+           (unsigned long long)computed[0], (unsigned long long)computed[1]);
+    if (getenv("GRAMMAR_TEST_VERBOSE")) printf("transitions computed: %llu with byte classes, %llu without\n",
+                                               (unsigned long long)computed[0], (unsigned long long)computed[1]);
     grammar_free(g);
     grammar_vocab_free(v);
     tokenizer_free(t);

@@ -102,5 +102,10 @@ bool grammar_mask_disabled(void);
  * many states a matcher holds (the control that the merging is taken). */
 void gm_set_merge_disabled(bool off);
 uint32_t gm_n_states(const grammar_matcher *m);
+/* For tests only: matchers made after this compute every byte's transition
+ * on its own (the oracle of the byte classes that share one), and how many
+ * transitions a matcher has computed (the control that they are shared). */
+void gm_set_share_disabled(bool off);
+uint64_t gm_n_computed(const grammar_matcher *m);
 
 #endif

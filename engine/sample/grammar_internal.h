@@ -35,16 +35,22 @@ static inline int gelem_is_end(uint32_t t) { return t == GE_END || t == GE_ALT; 
 static inline int gelem_is_char(uint32_t t) { return t == GE_CHAR || t == GE_CHAR_NOT || t == GE_ANY; }
 
 /* A vocabulary trie in preorder (grammar_vocab.c builds it): node i's
- * subtree ends before node skip; the tokens whose bytes end at node i are
- * order[tok .. nodes[i + 1].tok) (a last node closes the list). */
-typedef struct { uint8_t byte; uint8_t pad; uint16_t depth; uint32_t skip; uint32_t tok; } gtrie_node;
+ * subtree ends before node skip. The token whose bytes end at node i is bit
+ * `shift` of mask word `word`, so a live node sets its bit without another
+ * load; a node that ends no token names the spare word past the mask, and
+ * one that ends several (tokens with the same bytes) has GTRIE_MULTI set
+ * and word's other bits index the vocabulary's list of them. */
+#define GTRIE_MULTI 0x80000000u
+typedef struct { uint8_t byte; uint8_t shift; uint16_t depth; uint32_t skip; uint32_t word; } gtrie_node;
+/* The tokens of the GTRIE_MULTI node with index x: ids[range[2x] .. range[2x + 1]). */
+typedef struct { const uint32_t *range; const int32_t *ids; } gtrie_multi;
 
 /* Sets the bit of every token in the trie that the matcher can take from
- * state `from`; returns how many. at: room for the trie's depth + 1 (the
- * state at each depth of the current path, and its transition table). */
+ * state `from`; returns how many bits bits[0 .. n_words) then hold. bits:
+ * n_words + 1 words (the last, the spare, is left 0). at: room for the
+ * trie's depth + 1 (the state at each depth of the current path). */
 struct grammar_matcher;
-typedef struct { int32_t s; const int32_t *nx; } gwalk_at;
-size_t gm_walk(struct grammar_matcher *m, int32_t from, const gtrie_node *nodes, size_t n_nodes,
-               const int32_t *order, uint64_t *bits, gwalk_at *at);
+size_t gm_walk(struct grammar_matcher *m, int32_t from, const gtrie_node *nodes, size_t n_nodes, const gtrie_multi *multi,
+               uint64_t *bits, size_t n_words, int32_t *at);
 
 #endif

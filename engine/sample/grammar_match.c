@@ -13,9 +13,10 @@
  * the thousands of CJK prefixes of a vocabulary then share a few states.
  *
  * States are interned (sorted, deduplicated stacks; a hash table), and each
- * has a lazily filled table byte -> next state. Walking a vocabulary trie
- * from one state then costs a table lookup per trie node once the handful
- * of states involved are known. The table is bounded: gm_trim renumbers
+ * has a lazily filled row byte -> next state in one table for all states;
+ * a transition computed fills every byte of its class at once (share_step).
+ * Walking a vocabulary trie from one state then costs one table load per
+ * trie node once the handful of states involved are known. The table is bounded: gm_trim renumbers
  * (keeping only the current state) when it grows large, and past a hard
  * cap a new state counts as impossible (conservative: text may be refused,
  * never wrongly allowed). Stacks are capped in depth and number the same way. */
@@ -33,6 +34,7 @@
 #define TRIM_WORDS     (4u << 20)
 #define HARD_STATES    16384
 #define NEXT_UNKNOWN   (-2)
+_Static_assert(HARD_STATES < INT16_MAX, "state ids fit the int16 transition table");
 #define WHOLE          UINT32_MAX  /* gstate.partial: the bits no longer matter */
 
 typedef struct {
@@ -40,8 +42,8 @@ typedef struct {
     uint32_t partial;                  /* bits of an unfinished UTF-8 character, or WHOLE */
     uint8_t need, total;               /* continuation bytes still expected; its length */
     uint8_t can_end;
+    uint8_t has_cls;                   /* cls holds its ASCII byte classes */
     uint64_t hash;
-    int32_t *next;                     /* 256 entries, NEXT_UNKNOWN until computed */
 } gstate;
 
 typedef struct { uint32_t *w; size_t n, cap; } wbuf;
@@ -50,12 +52,17 @@ struct grammar_matcher {
     const grammar *g;
     gstate *st;
     uint32_t n_st, cap_st;
+    int16_t *next;                     /* state s's byte b -> state: next[s * 256 + b], NEXT_UNKNOWN until computed
+                                        * (int16: half the cache a walk needs; HARD_STATES fits) */
+    uint8_t *cls;                      /* state s's ASCII byte b's class: cls[s * 128 + b] (share_step) */
     wbuf words;                        /* every state's stacks */
     uint32_t *ht;                      /* state id + 1; 0 empty */
     uint32_t ht_cap;
     int32_t cur;
     uint64_t epoch;
     bool merge;                        /* intern whole partial states as WHOLE */
+    bool share;                        /* share_step: a computed transition fills its byte class */
+    uint64_t n_computed;               /* transitions computed (the others shared or looked up) */
     /* scratch for building a state */
     wbuf work, out;
     uint32_t *idx;                     /* offsets of the stacks in out */
@@ -293,10 +300,15 @@ static int32_t intern(grammar_matcher *m, uint32_t partial, uint8_t need, uint8_
     if (m->n_st == m->cap_st) {
         uint32_t c = m->cap_st ? m->cap_st * 2 : 64;
         gstate *ns = realloc(m->st, sizeof *ns * c);
-        if (!ns) { m->words.n = off; return GM_DEAD; }
-        m->st = ns;
+        if (ns) m->st = ns;
+        int16_t *nx = ns ? realloc(m->next, sizeof *nx * 256 * c) : NULL;
+        if (nx) m->next = nx;
+        uint8_t *cl = nx ? realloc(m->cls, (size_t)128 * c) : NULL;
+        if (!cl) { m->words.n = off; return GM_DEAD; }
+        m->cls = cl;
         m->cap_st = c;
     }
+    for (int b = 0; b < 256; b++) m->next[(size_t)m->n_st * 256 + b] = NEXT_UNKNOWN;
     gstate *s = &m->st[m->n_st];
     *s = (gstate){ .off = (uint32_t)off, .n_words = (uint32_t)nw, .n_stacks = kept, .partial = partial,
                    .need = need, .total = total, .can_end = can_end && !need, .hash = h };
@@ -382,28 +394,74 @@ static int32_t compute_step(grammar_matcher *m, int32_t s, uint8_t b) {
     return GM_DEAD;
 }
 
+/* The stacks of st (at most 64) whose top takes code point cp, as bits. */
+static uint64_t takers(const grammar_matcher *m, const gstate *st, uint32_t cp) {
+    uint64_t sig = 0;
+    for (uint32_t i = 0, k = 0; k < st->n_stacks; k++) {
+        const uint32_t *stk = m->words.w + st->off + i;
+        i += stk[0] + 1;
+        if (stk[0] && set_has(m->g, stk[stk[0]], cp)) sig |= 1ull << k;
+    }
+    return sig;
+}
+
+/* Give the bytes that step state s exactly as b does the same next state r,
+ * so a vocabulary walk computes one transition per class of bytes rather
+ * than per byte. advance_cp's result depends only on which stacks take the
+ * code point, so: from a state without a partial character, every ASCII
+ * byte the same stacks take; from a whole partial state (its bits do not
+ * matter), every continuation byte. Only for live steps (finding a dead end
+ * is cheap) from states of few stacks (the classes cost a check per stack
+ * and byte). */
+#define SHARE_STACKS 8
+static void share_step(grammar_matcher *m, int32_t s, uint8_t b, int32_t r) {
+    const gstate *st = &m->st[s];
+    int16_t *nx = m->next + (size_t)s * 256;
+    if (st->n_stacks > SHARE_STACKS || r == GM_DEAD) return;   /* a dead end is cheap to find again */
+    if (!st->need) {
+        if (b >= 0x80) return;
+        uint8_t *cl = m->cls + (size_t)s * 128;
+        if (!st->has_cls) {   /* the classes once per state: bytes the same stacks take */
+            uint64_t sig[128], rep_sig[128];
+            uint32_t n_cls = 0;
+            for (uint32_t c = 0; c < 0x80; c++) {
+                sig[c] = takers(m, st, c);
+                uint32_t k = 0;
+                while (k < n_cls && rep_sig[k] != sig[c]) k++;
+                if (k == n_cls) rep_sig[n_cls++] = sig[c];
+                cl[c] = (uint8_t)k;
+            }
+            m->st[s].has_cls = 1;
+        }
+        for (uint32_t c = 0; c < 0x80; c++)
+            if (nx[c] == NEXT_UNKNOWN && cl[c] == cl[b]) nx[c] = (int16_t)r;
+    } else if ((b & 0xC0) != 0x80) {
+        return;
+    } else if (st->partial == WHOLE) {
+        for (uint32_t c = 0x80; c < 0xC0; c++)
+            if (nx[c] == NEXT_UNKNOWN) nx[c] = (int16_t)r;
+    }
+}
+
 int32_t gm_step(grammar_matcher *m, int32_t s, uint8_t b) {
     if (s < 0) return GM_DEAD;
-    int32_t *nx = m->st[s].next;
-    if (nx && nx[b] != NEXT_UNKNOWN) return nx[b];
-    int32_t r = compute_step(m, s, b);
-    if (!m->st[s].next) {
-        nx = malloc(sizeof *nx * 256);
-        if (!nx) return r;   /* uncached, still right */
-        for (int i = 0; i < 256; i++) nx[i] = NEXT_UNKNOWN;
-        m->st[s].next = nx;
-    }
-    m->st[s].next[b] = r;
+    int32_t r = m->next[(size_t)s * 256 + b];
+    if (r != NEXT_UNKNOWN) return r;
+    r = compute_step(m, s, b);   /* may grow m->next */
+    m->n_computed++;
+    m->next[(size_t)s * 256 + b] = (int16_t)r;
+    if (m->share) share_step(m, s, b, r);
     return r;
 }
 
 /* ---- the public side ----------------------------------------------------------------- */
-static atomic_bool merge_off;
+static atomic_bool merge_off, share_off;
 void gm_set_merge_disabled(bool off) { atomic_store(&merge_off, off); }
+void gm_set_share_disabled(bool off) { atomic_store(&share_off, off); }
 uint32_t gm_n_states(const grammar_matcher *m) { return m->n_st; }
+uint64_t gm_n_computed(const grammar_matcher *m) { return m->n_computed; }
 
 static void reset_tables(grammar_matcher *m) {
-    for (uint32_t s = 0; s < m->n_st; s++) free(m->st[s].next);
     m->n_st = 0;
     m->words.n = 0;
     if (m->ht) memset(m->ht, 0, sizeof *m->ht * m->ht_cap);
@@ -415,6 +473,7 @@ grammar_matcher *grammar_matcher_new(const grammar *g) {
     if (!m) return NULL;
     m->g = g;
     m->merge = !atomic_load(&merge_off);
+    m->share = !atomic_load(&share_off);
     /* the start: one stack per alternative of root */
     m->out.n = 0;
     size_t budget = EXPAND_BUDGET;
@@ -435,8 +494,9 @@ grammar_matcher *grammar_matcher_new(const grammar *g) {
 
 void grammar_matcher_free(grammar_matcher *m) {
     if (!m) return;
-    for (uint32_t s = 0; s < m->n_st; s++) free(m->st[s].next);
     free(m->st);
+    free(m->next);
+    free(m->cls);
     free(m->words.w);
     free(m->ht);
     free(m->work.w);
@@ -476,30 +536,35 @@ void gm_set_state(grammar_matcher *m, int32_t s) {
 uint64_t gm_epoch(const grammar_matcher *m) { return m->epoch; }
 
 /* ---- the vocabulary walk ------------------------------------------------------------- */
-size_t gm_walk(grammar_matcher *m, int32_t from, const gtrie_node *nodes, size_t n_nodes,
-               const int32_t *order, uint64_t *bits, gwalk_at *at) {
+size_t gm_walk(grammar_matcher *m, int32_t from, const gtrie_node *nodes, size_t n_nodes, const gtrie_multi *multi,
+               uint64_t *bits, size_t n_words, int32_t *at) {
+    const int16_t *next = m->next;
     size_t n_set = 0;
-    at[0] = (gwalk_at){ from, m->st[from].next };
+    at[0] = from;
+    bits[n_words] = 0;
     for (size_t i = 0; i < n_nodes;) {
         const gtrie_node *nd = &nodes[i];
-        gwalk_at *p = &at[nd->depth - 1];
-        /* the state's table is read through the path's copy of its pointer;
-         * a transition not yet known is computed (and the table made) once */
-        int32_t t = p->nx ? p->nx[nd->byte] : NEXT_UNKNOWN;
+        /* one table for all states: the path's state and the byte give the
+         * next state in one load (the walk's chain of dependent loads is
+         * what it costs); a transition not yet known is computed once */
+        int32_t ps = at[nd->depth - 1];
+        int32_t t = next[(size_t)ps * 256 + nd->byte];
         if (t == NEXT_UNKNOWN) {
-            t = gm_step(m, p->s, nd->byte);
-            p->nx = m->st[p->s].next;
+            t = gm_step(m, ps, nd->byte);
+            next = m->next;
         }
         if (t < 0) { i = nd->skip; continue; }
-        at[nd->depth] = (gwalk_at){ t, m->st[t].next };
-        /* most nodes end no token or one: set the first bit without a branch
-         * (order has one spare entry past the last token) */
-        uint32_t k = nd->tok, e = nd[1].tok;
-        int32_t id = order[k];
-        bits[id >> 6] |= (uint64_t)(e > k) << (id & 63);
-        for (k++; k < e; k++) bits[order[k] >> 6] |= 1ull << (order[k] & 63);
-        n_set += e - nd->tok;
+        at[nd->depth] = t;
+        if (!(nd->word & GTRIE_MULTI)) {
+            bits[nd->word] |= 1ull << nd->shift;
+            n_set += nd->word < n_words;
+        } else {
+            const uint32_t *r = multi->range + 2 * (size_t)(nd->word & ~GTRIE_MULTI);
+            for (uint32_t k = r[0]; k < r[1]; k++) bits[multi->ids[k] >> 6] |= 1ull << (multi->ids[k] & 63);
+            n_set += r[1] - r[0];
+        }
         i++;
     }
+    bits[n_words] = 0;
     return n_set;
 }

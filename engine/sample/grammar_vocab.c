@@ -19,9 +19,10 @@ struct grammar_vocab {
     uint8_t *kind;
     uint32_t *off;             /* token i's bytes: bytes[off[i] .. off[i + 1]) */
     uint8_t *bytes;
-    gtrie_node *nodes;         /* n_nodes + a last node holding the token count */
+    gtrie_node *nodes;
     size_t n_nodes;
     int32_t *order;            /* token ids in trie order */
+    uint32_t *multi_range;     /* the nodes that end several tokens: their runs of order */
     uint16_t max_depth;
 };
 
@@ -40,7 +41,7 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     if (n_vocab <= 0) return NULL;
     grammar_vocab *v = calloc(1, sizeof *v);
     vent *ents = NULL;
-    uint32_t *open = NULL;
+    uint32_t *open = NULL, *first = NULL;
     if (!v) return NULL;
     v->n_vocab = n_vocab;
     v->kind = malloc((size_t)n_vocab);
@@ -49,7 +50,7 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     size_t total = 0;
     for (int i = 0; i < n_vocab; i++) total += lens[i] <= GRAMMAR_MAX_TOKEN_BYTES ? lens[i] : 0;
     v->bytes = malloc(total ? total : 1);
-    v->order = calloc((size_t)n_vocab + 1, sizeof *v->order);   /* + a spare entry the walk may read */
+    v->order = calloc((size_t)n_vocab, sizeof *v->order);
     if (!v->kind || !v->off || !ents || !v->bytes || !v->order) goto fail;
     size_t o = 0, ne = 0, trie_bound = 1;
     for (int i = 0; i < n_vocab; i++) {
@@ -68,8 +69,9 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
     v->off[n_vocab] = (uint32_t)o;
     qsort(ents, ne, sizeof *ents, vent_cmp);
     v->nodes = malloc(sizeof *v->nodes * trie_bound);
+    first = malloc(sizeof *first * (trie_bound + 1));   /* each node's first token in order */
     open = malloc(sizeof *open * (GRAMMAR_MAX_TOKEN_BYTES + 1));   /* the node at each depth on the current path */
-    if (!v->nodes || !open) goto fail;
+    if (!v->nodes || !first || !open) goto fail;
     size_t nn = 0, n_order = 0;
     uint32_t path = 0;   /* depth of the current path */
     for (size_t e = 0; e < ne; e++) {
@@ -85,7 +87,8 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
         for (uint32_t d = lcp + 1; d <= path; d++) v->nodes[open[d]].skip = (uint32_t)nn;
         path = lcp;
         for (uint32_t d = lcp; d < x->n; d++) {
-            v->nodes[nn] = (gtrie_node){ .byte = x->s[d], .depth = (uint16_t)(d + 1), .tok = (uint32_t)n_order };
+            v->nodes[nn] = (gtrie_node){ .byte = x->s[d], .depth = (uint16_t)(d + 1) };
+            first[nn] = (uint32_t)n_order;
             open[d + 1] = (uint32_t)nn++;
         }
         path = x->n;
@@ -93,21 +96,38 @@ grammar_vocab *grammar_vocab_new(int n_vocab, const char *const *bytes, const si
         v->order[n_order++] = x->id;
     }
     for (uint32_t d = 1; d <= path; d++) v->nodes[open[d]].skip = (uint32_t)nn;
-    v->nodes[nn] = (gtrie_node){ .tok = (uint32_t)n_order };
+    first[nn] = (uint32_t)n_order;
     v->n_nodes = nn;
+    /* each node's token as a mask word and bit (none: the spare word) */
+    size_t n_multi = 0, n_words = ((size_t)n_vocab + 63) / 64;
+    for (size_t i = 0; i < nn; i++) n_multi += first[i + 1] - first[i] > 1;
+    v->multi_range = malloc(sizeof *v->multi_range * (2 * n_multi + 1));
+    if (!v->multi_range) goto fail;
+    n_multi = 0;
+    for (size_t i = 0; i < nn; i++) {
+        uint32_t c = first[i + 1] - first[i];
+        int32_t id = c ? v->order[first[i]] : 0;
+        if (c <= 1) { v->nodes[i].word = c ? (uint32_t)(id >> 6) : (uint32_t)n_words; v->nodes[i].shift = (uint8_t)(id & 63); continue; }
+        v->nodes[i].word = GTRIE_MULTI | (uint32_t)n_multi;
+        v->multi_range[2 * n_multi] = first[i];
+        v->multi_range[2 * n_multi + 1] = first[i + 1];
+        n_multi++;
+    }
     free(ents);
     free(open);
+    free(first);
     return v;
 fail:
     free(ents);
     free(open);
+    free(first);
     grammar_vocab_free(v);
     return NULL;
 }
 
 void grammar_vocab_free(grammar_vocab *v) {
     if (!v) return;
-    free(v->kind); free(v->off); free(v->bytes); free(v->nodes); free(v->order);
+    free(v->kind); free(v->off); free(v->bytes); free(v->nodes); free(v->order); free(v->multi_range);
     free(v);
 }
 
@@ -126,7 +146,7 @@ struct grammar_sampler {
     mask_entry cache[MASK_CACHE];
     uint64_t uses;
     uint64_t n_masks;          /* grammar_sampler_mask calls */
-    gwalk_at *depth_state;
+    int32_t *depth_state;
     int32_t last_id, last_from, last_state; uint64_t last_epoch;   /* the last token checked, for accept */
 };
 
@@ -188,11 +208,12 @@ const uint64_t *grammar_sampler_mask(grammar_sampler *s, int *n_allowed) {
         }
         if (!slot || (slot->bits && (!c->bits || c->use < slot->use))) slot = c;
     }
-    if (!slot->bits) slot->bits = malloc(sizeof *slot->bits * s->words);
+    if (!slot->bits) slot->bits = malloc(sizeof *slot->bits * (s->words + 1));   /* + the walk's spare word */
     if (!slot->bits) { *n_allowed = 0; return NULL; }
     memset(slot->bits, 0, sizeof *slot->bits * s->words);
     const grammar_vocab *v = s->v;
-    size_t n = gm_walk(s->m, cur, v->nodes, v->n_nodes, v->order, slot->bits, s->depth_state);
+    gtrie_multi multi = { v->multi_range, v->order };
+    size_t n = gm_walk(s->m, cur, v->nodes, v->n_nodes, &multi, slot->bits, s->words, s->depth_state);
     if (s->allow_eog && gm_can_end(s->m, cur))
         for (int i = 0; i < v->n_vocab; i++)
             if (v->kind[i] == GV_EOG) { slot->bits[i >> 6] |= 1ull << (i & 63); n++; }
