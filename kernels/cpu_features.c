@@ -222,9 +222,10 @@ kern_path_id kernels_select(void) {
         if (f == KPATH_COUNT)
             fprintf(stderr, "hearth: HEARTH_KERNELS=%s is not a path (scalar, avx2, avx512, amx, neon, sme2); using %s\n",
                     env, kernels_path_name(p));
-        else if (f == KPATH_SME2 && !kernels_path_available(f)) {
-            /* asked for the matrix unit: a silent NEON run would hide it */
-            fprintf(stderr, "hearth: HEARTH_KERNELS=sme2: %s\n", kernels_sme_status());
+        else if ((f == KPATH_SME2 || f == KPATH_AMX) && !kernels_path_available(f)) {
+            /* asked for a matrix unit: a silent vector run would hide it */
+            fprintf(stderr, "hearth: HEARTH_KERNELS=%s: %s\n", env,
+                    f == KPATH_SME2 ? kernels_sme_status() : kernels_amx_status());
             exit(2);
         } else if (!kernels_path_available(f))
             fprintf(stderr, "hearth: HEARTH_KERNELS=%s cannot run on this CPU or build; using %s\n",

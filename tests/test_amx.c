@@ -61,13 +61,13 @@ static void test_permission(void) {
     CHECK(amx_request_permission(true, why, sizeof why) == -1);
     CHECKF(strstr(why, "refused") != NULL, "reason: %s", why);
 
-    /* A process whose request is refused: no amx table, and a forced
-     * HEARTH_KERNELS=amx gets the best other path. */
+    /* A process whose request is refused: no amx table, the probe picks the
+     * best other path, and a forced HEARTH_KERNELS=amx is an error (exit 2
+     * from kernels_select), not a quiet vector run. */
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         setenv("HEARTH_AMX_DENY", "1", 1);
-        setenv("HEARTH_KERNELS", "amx", 1);
         int bad = 0;
         bad |= kernels_path_available(KPATH_AMX) << 0;
         bad |= (kern_table_get(KPATH_AMX) != NULL) << 1;
@@ -75,11 +75,14 @@ static void test_permission(void) {
         bad |= (sel == KPATH_AMX) << 2;
         bad |= (kernels_path_available(KPATH_AVX512) && sel != KPATH_AVX512) << 3;
         bad |= (strcmp(kernels_amx_status(), "usable") == 0) << 4;
-        _exit(bad);
+        if (bad) _exit(bad);
+        setenv("HEARTH_KERNELS", "amx", 1);
+        kernels_select();
+        _exit(0);   /* not reached when the refusal is an error */
     }
     int status = -1;
     CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "refused permission: child status %d", status);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 2, "refused permission: child status %d (want exit 2)", status);
     printf("amx: %s\n", kernels_amx_status());
 }
 
