@@ -378,6 +378,118 @@ static void test_resume_conversation(const model *m) {
     rm_db(db);
 }
 
+/* Stored blocks are read on the cache's reader thread while the other
+ * slots step on: with every read slowed down (100 ms), a stream already
+ * generating gets tokens between a restoring job's submission and its
+ * STARTED event, and the restored job equals a fresh prefill. The control
+ * (HEARTH_PROMPT_CACHE_SYNC_READS: the engine waits for each read) gets
+ * none in that time. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int a_tokens;             /* the stream's tokens so far */
+    int at_submit, at_started;
+    bool b_started;
+    double t_submit, t_started;
+} ra_watch;
+
+static ra_watch watch;
+
+static double test_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void ra_stream_event(void *user, const job_event *ev) {
+    engine_run_event(user, ev);
+    if (ev->type != JOB_EV_TOKEN) return;
+    pthread_mutex_lock(&watch.mu);
+    watch.a_tokens++;
+    pthread_cond_broadcast(&watch.cv);
+    pthread_mutex_unlock(&watch.mu);
+}
+
+static void ra_restore_event(void *user, const job_event *ev) {
+    if (ev->type == JOB_EV_STARTED) {
+        pthread_mutex_lock(&watch.mu);
+        watch.at_started = watch.a_tokens;
+        watch.t_started = test_now_ms();
+        watch.b_started = true;
+        pthread_mutex_unlock(&watch.mu);
+    }
+    engine_run_event(user, ev);
+}
+
+/* Tokens the stream got while the restoring job waited for its blocks. */
+static int tokens_during_restore(const model *m, const char *db, bool sync, engine_run *b) {
+    setenv("HEARTH_PROMPT_CACHE_READ_DELAY_MS", "100", 1);
+    if (sync) setenv("HEARTH_PROMPT_CACHE_SYNC_READS", "1", 1);
+    /* a long context: the stream must outlive the restore even when this thread is slow to submit */
+    engine_config c = test_engine_config(2, 2048, 64);
+    c.prompt_cache = db;
+    c.prompt_cache_bytes = 1 << 30;
+    c.prompt_cache_block = B;
+    engine *e = test_engine_create(m, &c);
+    unsetenv("HEARTH_PROMPT_CACHE_READ_DELAY_MS");
+    unsetenv("HEARTH_PROMPT_CACHE_SYNC_READS");
+    pthread_mutex_init(&watch.mu, NULL);
+    pthread_cond_init(&watch.cv, NULL);
+    watch.a_tokens = watch.at_submit = watch.at_started = 0;
+    watch.b_started = false;
+    int32_t a_prompt[8];
+    for (int i = 0; i < 8; i++) a_prompt[i] = (i * 41 + 11) % m->p.n_vocab;
+    job_params pa = greedy();
+    pa.max_tokens = -1;    /* generating throughout the restore, cancelled after it */
+    pa.cache_prompt = false;
+    engine_run a;
+    engine_run_init(&a);
+    uint64_t a_id, id;
+    CHECK(engine_submit(e, a_prompt, 8, &pa, ra_stream_event, &a, &a_id) == ENGINE_OK);
+    pthread_mutex_lock(&watch.mu);
+    while (watch.a_tokens < 2) pthread_cond_wait(&watch.cv, &watch.mu);
+    watch.at_submit = watch.a_tokens;
+    watch.t_submit = test_now_ms();
+    pthread_mutex_unlock(&watch.mu);
+    pthread_mutex_lock(&a.mu);
+    CHECKF(!a.done, "the stream ended before the restoring job was submitted");
+    pthread_mutex_unlock(&a.mu);
+    job_params pb = greedy();
+    engine_run_init(b);
+    CHECK(engine_submit(e, P, 100, &pb, ra_restore_event, b, &id) == ENGINE_OK);
+    engine_run_wait(b);
+    engine_run_destroy(b);
+    engine_cancel(e, a_id);
+    engine_run_wait(&a);
+    engine_run_destroy(&a);
+    engine_destroy(e);
+    pthread_mutex_destroy(&watch.mu);
+    pthread_cond_destroy(&watch.cv);
+    CHECK(watch.b_started);
+    printf("restore: %d tokens in %.0f ms (%s)\n", watch.at_started - watch.at_submit, watch.t_started - watch.t_submit,
+           sync ? "control" : "read ahead");
+    return watch.at_started - watch.at_submit;
+}
+
+static void test_read_ahead(const model *m) {
+    const char *db = tpath("ahead.db");
+    rm_db(db);
+    engine_run ref, r;
+    fresh(m, P, 100, &ref);
+    engine *e = make_engine(m, 1, 64, db, 1 << 30);
+    gen(e, P, 100, &r);
+    engine_destroy(e);
+    int ahead = tokens_during_restore(m, db, false, &r);
+    CHECKF(r.n_cached == P_RESTORED && same(&ref, &r), "read ahead: restored %d, same %d", r.n_cached, same(&ref, &r));
+    CHECKF(ahead >= 2, "the stream got %d tokens while 7 blocks were read (100 ms each)", ahead);
+    int sync = tokens_during_restore(m, db, true, &r);
+    CHECKF(r.n_cached == P_RESTORED && same(&ref, &r), "control: restored %d", r.n_cached);
+    CHECKF(sync <= 1, "control (the engine waits for the reads): the stream got %d tokens meanwhile", sync);
+    printf("read ahead: the stream got %d tokens while 7 slowed reads ran, %d with the engine waiting on them\n", ahead, sync);
+    engine_run_destroy(&ref);
+    rm_db(db);
+}
+
 /* A sliding-window model (window 8; the engine's ring holds 8 + 64
  * positions): after P (100 prompt tokens and 24 generated), a prompt sharing
  * only P's first 30 tokens cannot continue from the slot (its local layers
@@ -1050,6 +1162,7 @@ int main(void) {
         test_disk_full(m);
         test_invariants(m, 1);
         test_resume_conversation(m);
+        test_read_ahead(m);
         test_two_streams(m);
         test_engine_lru(m);
         test_collision(m);

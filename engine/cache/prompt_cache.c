@@ -22,6 +22,7 @@
 #include "engine/cache/prompt_cache.h"
 #include "engine/cache/shm_guard.h"
 #include "engine/model/model.h"
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -57,6 +58,14 @@ struct pc_item {
     uint8_t *blob;
 };
 
+/* A read-only connection and what its lookups need: one per thread. */
+typedef struct pc_reader {
+    sqlite3 *db;
+    sqlite3_stmt *q_find, *q_has, *q_tails;
+    uint8_t *scratch;         /* the last block read */
+    size_t scratch_cap;
+} pc_reader;
+
 struct prompt_cache {
     char *path;
     uint8_t fp[16];
@@ -65,11 +74,8 @@ struct prompt_cache {
     uint64_t queue_cap;
     size_t max_blob;          /* sqlite's length limit */
 
-    /* the engine thread's read connection */
-    sqlite3 *rdb;
-    sqlite3_stmt *q_find, *q_has, *q_tails;
-    uint8_t *scratch;
-    size_t scratch_cap;
+    pc_reader rd;             /* the engine thread's read connection */
+    pc_reader ra;             /* the read-ahead thread's */
 
     /* the writer's connection: used by the writer thread only */
     sqlite3 *wdb;
@@ -88,6 +94,42 @@ struct prompt_cache {
     atomic_bool off;
     atomic_int clear_pending;
     atomic_llong next_stamp;  /* above every stamp stored when opened */
+
+    /* read-ahead: one thread reads the blocks admissions ask for (pc_fetch) */
+    pthread_t reader;
+    bool reader_started;
+    pthread_mutex_t ra_mu;    /* guards the fetch queue and every fetch's shared part */
+    pthread_cond_t ra_cv;     /* the thread: a fetch queued, room in one, stopping */
+    pthread_cond_t got_cv;    /* sync_reads: a block read, a fetch done */
+    pc_fetch *ra_head, *ra_tail;
+    bool ra_stopping;
+    int read_delay_ms;        /* HEARTH_PROMPT_CACHE_READ_DELAY_MS: tests slow each read */
+    bool sync_reads;          /* HEARTH_PROMPT_CACHE_SYNC_READS=1: fetch_next waits (tests' control) */
+};
+
+/* A block the read-ahead thread read, waiting for the engine. */
+typedef struct pc_got {
+    struct pc_got *next;
+    uint8_t *buf;             /* the blob, which v points into */
+    block_view v;
+} pc_got;
+
+#define READ_AHEAD 2          /* blocks read and not yet taken, per fetch */
+
+struct pc_fetch {
+    prompt_cache *pc;
+    int32_t *tokens;          /* the prompt's copy */
+    int n_tokens;
+    int have;                 /* the thread's: positions found so far */
+    block_key k;              /* the thread's: the chain of blocks [0, have / B) */
+    void (*wake)(void *);
+    void *wake_arg;
+    pc_got *cur;              /* the engine's: the block handed out last */
+    struct pc_fetch *next;    /* the queue */
+    /* under ra_mu */
+    pc_got *head, *tail;
+    int n_ready, refs;        /* refs: the engine's and the thread's */
+    bool done, cancelled;
 };
 
 static void warn(const char *fmt, ...) {
@@ -195,15 +237,34 @@ static const char schema_sql[] =
     "CREATE TRIGGER IF NOT EXISTS blocks_gone AFTER DELETE ON blocks"
     " BEGIN DELETE FROM block_data WHERE id = old.id; END;";
 
+static void reader_close(pc_reader *rd) {
+    sqlite3_finalize(rd->q_find); sqlite3_finalize(rd->q_has); sqlite3_finalize(rd->q_tails);
+    sqlite3_close(rd->db);
+    free(rd->scratch);
+    memset(rd, 0, sizeof *rd);
+}
+
+static int reader_open(prompt_cache *pc, pc_reader *rd) {
+    int rc;
+    if ((rc = sqlite3_open_v2(pc->path, &rd->db, SQLITE_OPEN_READWRITE, NULL))) return rc;
+    sqlite3_busy_timeout(rd->db, READER_BUSY_MS);
+    if ((rc = sqlite3_exec(rd->db, "PRAGMA query_only=1", 0, 0, 0)) ||
+        (rc = prep(rd->db, "SELECT id, bytes FROM blocks WHERE fp = ?1 AND key = ?2", &rd->q_find)) ||
+        (rc = prep(rd->db, "SELECT 1 FROM blocks WHERE fp = ?1 AND key = ?2", &rd->q_has)) ||
+        (rc = prep(rd->db, "SELECT id, bytes, n_tokens, key FROM blocks WHERE fp = ?1 AND parent = ?2 "
+                           "AND n_tokens > ?3 AND n_tokens <= ?4 ORDER BY n_tokens DESC LIMIT " TAIL_CANDIDATES_STR,
+                   &rd->q_tails))) return rc;
+    return SQLITE_OK;
+}
+
 static void writer_finalize(prompt_cache *pc) {
     sqlite3_stmt **w[] = { &pc->w_ins, &pc->w_ins_data, &pc->w_touch, &pc->w_del, &pc->w_total,
                            &pc->w_oldest, &pc->w_del_id, &pc->w_clear };
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) { sqlite3_finalize(*w[i]); *w[i] = NULL; }
-    sqlite3_finalize(pc->q_find); sqlite3_finalize(pc->q_has); sqlite3_finalize(pc->q_tails);
-    pc->q_find = pc->q_has = pc->q_tails = NULL;
-    sqlite3_close(pc->rdb);
+    reader_close(&pc->rd);
+    reader_close(&pc->ra);
     sqlite3_close(pc->wdb);
-    pc->rdb = pc->wdb = NULL;
+    pc->wdb = NULL;
 }
 
 /* Steps a statement that returns one row of two integers. */
@@ -295,14 +356,7 @@ static open_result open_db(prompt_cache *pc, const char **why, int *why_rc) {
     atomic_store(&pc->next_stamp, last + 1);
 
     *why = "open the reader";
-    if ((rc = sqlite3_open_v2(pc->path, &pc->rdb, SQLITE_OPEN_READWRITE, NULL))) goto fail;
-    sqlite3_busy_timeout(pc->rdb, READER_BUSY_MS);
-    if ((rc = sqlite3_exec(pc->rdb, "PRAGMA query_only=1", 0, 0, 0)) ||
-        (rc = prep(pc->rdb, "SELECT id, bytes FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_find)) ||
-        (rc = prep(pc->rdb, "SELECT 1 FROM blocks WHERE fp = ?1 AND key = ?2", &pc->q_has)) ||
-        (rc = prep(pc->rdb, "SELECT id, bytes, n_tokens, key FROM blocks WHERE fp = ?1 AND parent = ?2 "
-                            "AND n_tokens > ?3 AND n_tokens <= ?4 ORDER BY n_tokens DESC LIMIT " TAIL_CANDIDATES_STR,
-                   &pc->q_tails))) goto fail;
+    if ((rc = reader_open(pc, &pc->rd)) || (rc = reader_open(pc, &pc->ra))) goto fail;
     pc->max_blob = (size_t)sqlite3_limit(pc->wdb, SQLITE_LIMIT_LENGTH, -1);
     return OPEN_OK;
 fail:
@@ -311,6 +365,7 @@ fail:
 }
 
 static void *writer_main(void *arg);
+static void *reader_main(void *arg);
 
 prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
     if (!c->path || !*c->path || c->n_layer < 1 || c->kv_dim < 1 || c->block_tokens < 1) return NULL;
@@ -335,6 +390,12 @@ prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
     pthread_mutex_init(&pc->mu, NULL);
     pthread_cond_init(&pc->work_cv, NULL);
     pthread_cond_init(&pc->idle_cv, NULL);
+    pthread_mutex_init(&pc->ra_mu, NULL);
+    pthread_cond_init(&pc->ra_cv, NULL);
+    pthread_cond_init(&pc->got_cv, NULL);
+    const char *delay = getenv("HEARTH_PROMPT_CACHE_READ_DELAY_MS"), *sync = getenv("HEARTH_PROMPT_CACHE_SYNC_READS");
+    pc->read_delay_ms = delay ? atoi(delay) : 0;
+    pc->sync_reads = sync && !strcmp(sync, "1");
 
     const char *why = "";
     int rc = 0;
@@ -360,6 +421,12 @@ prompt_cache *prompt_cache_open(const prompt_cache_config *c) {
         return NULL;
     }
     pc->writer_started = true;
+    if (pthread_create(&pc->reader, NULL, reader_main, pc)) {
+        warn("cannot start the reader thread: turned off");
+        prompt_cache_close(pc);
+        return NULL;
+    }
+    pc->reader_started = true;
     return pc;
 }
 
@@ -385,6 +452,13 @@ static void drop_queue_locked(prompt_cache *pc, bool count) {
 
 void prompt_cache_close(prompt_cache *pc) {
     if (!pc) return;
+    if (pc->reader_started) {   /* the engine ended every fetch; queued ones are skipped */
+        pthread_mutex_lock(&pc->ra_mu);
+        pc->ra_stopping = true;
+        pthread_cond_broadcast(&pc->ra_cv);
+        pthread_mutex_unlock(&pc->ra_mu);
+        pthread_join(pc->reader, NULL);
+    }
     if (pc->writer_started) {
         pthread_mutex_lock(&pc->mu);
         pc->stopping = true;
@@ -394,10 +468,12 @@ void prompt_cache_close(prompt_cache *pc) {
     }
     drop_queue_locked(pc, false);
     writer_finalize(pc);
-    free(pc->scratch);
     pthread_mutex_destroy(&pc->mu);
     pthread_cond_destroy(&pc->work_cv);
     pthread_cond_destroy(&pc->idle_cv);
+    pthread_mutex_destroy(&pc->ra_mu);
+    pthread_cond_destroy(&pc->ra_cv);
+    pthread_cond_destroy(&pc->got_cv);
     free(pc->path);
     free(pc);
 }
@@ -603,27 +679,28 @@ static bool usable(prompt_cache *pc) {
  * it as a block of n_block positions ending tokens[0, n_tokens): 0 and the
  * view; 1 when it is another prefix (a collision: never used); 2 when it
  * is damaged (delete it); -1 on a read error (*rc says which). */
-static int read_block(prompt_cache *pc, sqlite3_int64 id, size_t want, uint32_t n_block, const int32_t *tokens,
-                      int n_tokens, block_view *out, int *rc_out) {
+static int read_block(prompt_cache *pc, pc_reader *rd, sqlite3_int64 id, size_t want, uint32_t n_block,
+                      const int32_t *tokens, int n_tokens, block_view *out, int *rc_out) {
     *rc_out = SQLITE_OK;
-    if (pc->scratch_cap < want) {
-        uint8_t *p = realloc(pc->scratch, want);
+    if (rd->scratch_cap < want || !rd->scratch) {
+        uint8_t *p = realloc(rd->scratch, want);
         if (!p) return 1;
-        pc->scratch = p;
-        pc->scratch_cap = want;
+        rd->scratch = p;
+        rd->scratch_cap = want;
     }
     sqlite3_blob *b = NULL;
-    int rc = sqlite3_blob_open(pc->rdb, "main", "block_data", "data", id, 0, &b);
+    int rc = sqlite3_blob_open(rd->db, "main", "block_data", "data", id, 0, &b);
     if (rc == SQLITE_OK && sqlite3_blob_bytes(b) != (int)want) rc = SQLITE_MISMATCH;
-    if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)want, 0);
+    if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, rd->scratch, (int)want, 0);
     sqlite3_blob_close(b);
     if (rc == SQLITE_ERROR || rc == SQLITE_MISMATCH) return 2;   /* no blob for the row, or one of another size */
     if (rc) { *rc_out = rc; return -1; }
     block_view v;
-    if (block_decode(pc->scratch, want, &v) || memcmp(v.fingerprint, pc->fp, 16) || v.shape.n_block != n_block ||
-        v.shape.n_layer != pc->n_layer || v.shape.kv_dim != pc->kv_dim || v.shape.n_tokens != (uint32_t)n_tokens)
+    if (block_decode(rd->scratch, want, &v) || memcmp(v.fingerprint, pc->fp, 16) || v.shape.n_block != n_block ||
+        v.shape.n_layer != pc->n_layer || v.shape.kv_dim != pc->kv_dim)
         return 2;   /* damaged: delete it so the block can be stored again */
-    if (!block_tokens_equal(&v, tokens, (uint32_t)n_tokens)) return 1;
+    if (v.shape.n_tokens != (uint32_t)n_tokens || !block_tokens_equal(&v, tokens, (uint32_t)n_tokens))
+        return 1;   /* another prefix under the same key (a collision): never used */
     *out = v;
     return 0;
 }
@@ -631,29 +708,29 @@ static int read_block(prompt_cache *pc, sqlite3_int64 id, size_t want, uint32_t 
 /* Whether the stored prefix of row id (n_tokens of them) is tokens[0, n):
  * only its token part is read, so the candidates that are not the prompt's
  * cost a few kB each, not their KV. */
-static bool tokens_match(prompt_cache *pc, sqlite3_int64 id, const int32_t *tokens, uint32_t n) {
+static bool tokens_match(pc_reader *rd, sqlite3_int64 id, const int32_t *tokens, uint32_t n) {
     size_t bytes = (size_t)n * 4;
-    if (pc->scratch_cap < bytes) {
-        uint8_t *p = realloc(pc->scratch, bytes);
+    if (rd->scratch_cap < bytes || !rd->scratch) {
+        uint8_t *p = realloc(rd->scratch, bytes);
         if (!p) return false;
-        pc->scratch = p;
-        pc->scratch_cap = bytes;
+        rd->scratch = p;
+        rd->scratch_cap = bytes;
     }
     sqlite3_blob *b = NULL;
-    int rc = sqlite3_blob_open(pc->rdb, "main", "block_data", "data", id, 0, &b);
+    int rc = sqlite3_blob_open(rd->db, "main", "block_data", "data", id, 0, &b);
     if (rc == SQLITE_OK && (size_t)sqlite3_blob_bytes(b) < BLOCK_HEADER_BYTES + bytes) rc = SQLITE_MISMATCH;
-    if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)bytes, BLOCK_HEADER_BYTES);
+    if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, rd->scratch, (int)bytes, BLOCK_HEADER_BYTES);
     sqlite3_blob_close(b);
     if (rc) return false;   /* the full read that follows a match reports errors */
-    block_view v = { .tokens = pc->scratch };
+    block_view v = { .tokens = rd->scratch };
     v.shape.n_tokens = n;
     return block_tokens_equal(&v, tokens, n);
 }
 
-int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const int32_t *tokens, int n_tokens,
-                             int start, int have, block_view *out) {
+static int lookup_tail(prompt_cache *pc, pc_reader *rd, const block_key *parent, const int32_t *tokens, int n_tokens,
+                       int start, int have, block_view *out) {
     if (!usable(pc) || start < 0 || have < start || have >= n_tokens) return -1;
-    sqlite3_stmt *q = pc->q_tails;
+    sqlite3_stmt *q = rd->q_tails;
     bind_key(q, pc, parent);
     sqlite3_bind_int64(q, 3, have);
     sqlite3_bind_int64(q, 4, n_tokens);
@@ -670,8 +747,8 @@ int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const in
         size_t want = n_block >= 1 && n_block < (int64_t)pc->B ? block_blob_size(&s) : 0;
         int r = 2;
         if (want && want <= (size_t)INT_MAX && len == (sqlite3_int64)want) {
-            if (!tokens_match(pc, id, tokens, (uint32_t)end)) continue;   /* another conversation's */
-            r = read_block(pc, id, want, (uint32_t)n_block, tokens, (int)end, out, &rc);
+            if (!tokens_match(rd, id, tokens, (uint32_t)end)) continue;   /* another conversation's */
+            r = read_block(pc, rd, id, want, (uint32_t)n_block, tokens, (int)end, out, &rc);
             if (r < 0) break;
         }
         if (r == 0) result = 0;
@@ -685,13 +762,13 @@ int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const in
     return result;
 }
 
-int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
-                        block_view *out) {
+static int lookup(prompt_cache *pc, pc_reader *rd, const block_key *k, const int32_t *tokens, int n_tokens,
+                  block_view *out) {
     if (!usable(pc) || n_tokens < (int)pc->B) return -1;
     block_shape s = { (uint32_t)n_tokens, pc->B, pc->n_layer, pc->kv_dim };
     size_t want = block_blob_size(&s);
     if (!want || want > (size_t)INT_MAX) return -1;
-    sqlite3_stmt *q = pc->q_find;
+    sqlite3_stmt *q = rd->q_find;
     bind_key(q, pc, k);
     int rc = sqlite3_step(q), result = -1;
     bool bad = false;
@@ -703,32 +780,9 @@ int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tok
         if (len != (sqlite3_int64)want) {   /* the row says another size: not ours to use */
             bad = true;
         } else {
-            if (pc->scratch_cap < want) {
-                uint8_t *p = realloc(pc->scratch, want);
-                if (p) { pc->scratch = p; pc->scratch_cap = want; }
-            }
-            if (pc->scratch_cap >= want) {
-                sqlite3_blob *b = NULL;
-                rc = sqlite3_blob_open(pc->rdb, "main", "block_data", "data", id, 0, &b);
-                if (rc == SQLITE_OK && sqlite3_blob_bytes(b) != (int)want) rc = SQLITE_MISMATCH;
-                if (rc == SQLITE_OK) rc = sqlite3_blob_read(b, pc->scratch, (int)want, 0);
-                sqlite3_blob_close(b);
-                if (rc == SQLITE_ERROR || rc == SQLITE_MISMATCH) {
-                    bad = true;   /* no blob for the row, or one of another size */
-                    rc = SQLITE_OK;
-                } else if (rc == SQLITE_OK) {
-                    block_view v;
-                    if (block_decode(pc->scratch, want, &v) || memcmp(v.fingerprint, pc->fp, 16) ||
-                        v.shape.n_block != pc->B || v.shape.n_layer != pc->n_layer ||
-                        v.shape.kv_dim != pc->kv_dim) {
-                        bad = true;   /* damaged: delete it so the block can be stored again */
-                    } else if (block_tokens_equal(&v, tokens, (uint32_t)n_tokens)) {
-                        *out = v;
-                        result = 0;
-                    }
-                    /* else: another prefix under the same key (a collision): never used */
-                }
-            }
+            int r = read_block(pc, rd, id, want, pc->B, tokens, n_tokens, out, &rc);
+            result = r == 0 ? 0 : -1;
+            bad = r == 2;
         }
     } else if (rc == SQLITE_DONE) {
         rc = SQLITE_OK;
@@ -738,6 +792,173 @@ int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tok
     if (rc && !is_transient(rc) && (rc & 0xff) != SQLITE_ERROR) cache_fail(pc, rc, "read", false);
     if (bad) post_small(pc, IT_DELETE, k, 0);
     return result;
+}
+
+int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                        block_view *out) {
+    return pc ? lookup(pc, &pc->rd, k, tokens, n_tokens, out) : -1;
+}
+
+int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const int32_t *tokens, int n_tokens,
+                             int start, int have, block_view *out) {
+    return pc ? lookup_tail(pc, &pc->rd, parent, tokens, n_tokens, start, have, out) : -1;
+}
+
+/* ---- read-ahead ---------------------------------------------------------------- */
+static void got_free(pc_got *g) {
+    if (!g) return;
+    free(g->buf);
+    free(g);
+}
+
+/* Drops one reference; the last frees the fetch. Caller holds ra_mu. */
+static void fetch_unref_locked(pc_fetch *f) {
+    if (--f->refs > 0) return;
+    for (pc_got *g = f->head; g;) {
+        pc_got *n = g->next;
+        got_free(g);
+        g = n;
+    }
+    got_free(f->cur);
+    free(f->tokens);
+    free(f);
+}
+
+/* The thread's: waits for room in f; false once it was cancelled. */
+static bool fetch_room(prompt_cache *pc, pc_fetch *f) {
+    pthread_mutex_lock(&pc->ra_mu);
+    while (!f->cancelled && f->n_ready >= READ_AHEAD) pthread_cond_wait(&pc->ra_cv, &pc->ra_mu);
+    bool go = !f->cancelled;
+    pthread_mutex_unlock(&pc->ra_mu);
+    return go;
+}
+
+/* The thread's: hands the block just read (in the reader's scratch, which
+ * it takes) to the engine. */
+static void fetch_push(prompt_cache *pc, pc_fetch *f, const block_view *v) {
+    pc_got *g = calloc(1, sizeof *g);
+    if (!g) return;
+    g->buf = pc->ra.scratch;
+    g->v = *v;
+    pc->ra.scratch = NULL;
+    pc->ra.scratch_cap = 0;
+    pthread_mutex_lock(&pc->ra_mu);
+    if (f->tail) f->tail->next = g; else f->head = g;
+    f->tail = g;
+    f->n_ready++;
+    pthread_cond_broadcast(&pc->got_cv);
+    pthread_mutex_unlock(&pc->ra_mu);
+    f->wake(f->wake_arg);
+}
+
+static void read_delay(const prompt_cache *pc) {
+    if (pc->read_delay_ms > 0) usleep((useconds_t)pc->read_delay_ms * 1000);
+}
+
+/* The thread's: the prompt's stored blocks from f->have on, then the
+ * partial block after them, each handed over as soon as it is read; at
+ * most READ_AHEAD wait at a time. */
+static void fetch_run(prompt_cache *pc, pc_fetch *f) {
+    int B = (int)pc->B, want = f->n_tokens - 1, n_full = f->n_tokens / B;
+    bool missed = false;
+    for (int i = f->have / B; i < n_full && f->have < want; i++) {
+        if (!fetch_room(pc, f)) return;
+        block_key next = f->k;
+        block_key_next(&next, f->tokens + (size_t)i * B, B);
+        block_view v;
+        read_delay(pc);
+        if (lookup(pc, &pc->ra, &next, f->tokens, (i + 1) * B, &v)) { missed = true; break; }
+        fetch_push(pc, f, &v);
+        f->have = (i + 1) * B;
+        f->k = next;
+    }
+    (void)missed;
+    if (f->have >= want || !fetch_room(pc, f)) return;
+    block_view v;
+    read_delay(pc);
+    if (!lookup_tail(pc, &pc->ra, &f->k, f->tokens, f->n_tokens, f->have / B * B, f->have, &v))
+        fetch_push(pc, f, &v);
+}
+
+static void *reader_main(void *arg) {
+    prompt_cache *pc = arg;
+    pthread_mutex_lock(&pc->ra_mu);
+    for (;;) {
+        while (!pc->ra_head && !pc->ra_stopping) pthread_cond_wait(&pc->ra_cv, &pc->ra_mu);
+        pc_fetch *f = pc->ra_head;
+        if (!f) break;
+        if (!(pc->ra_head = f->next)) pc->ra_tail = NULL;
+        bool run = !f->cancelled;
+        pthread_mutex_unlock(&pc->ra_mu);
+        if (run) fetch_run(pc, f);
+        pthread_mutex_lock(&pc->ra_mu);
+        bool wake = !f->cancelled;
+        void (*fn)(void *) = f->wake;
+        void *fa = f->wake_arg;
+        f->done = true;
+        pthread_cond_broadcast(&pc->got_cv);
+        fetch_unref_locked(f);
+        if (wake) {   /* the engine still waits on it (and lives: close joins this thread first) */
+            pthread_mutex_unlock(&pc->ra_mu);
+            fn(fa);
+            pthread_mutex_lock(&pc->ra_mu);
+        }
+    }
+    pthread_mutex_unlock(&pc->ra_mu);
+    return NULL;
+}
+
+pc_fetch *prompt_cache_fetch_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                                   int have, void (*wake)(void *), void *arg) {
+    assert(wake && have >= 0);
+    if (!usable(pc) || have >= n_tokens - 1) return NULL;
+    pc_fetch *f = calloc(1, sizeof *f);
+    if (f) f->tokens = malloc(sizeof(int32_t) * (size_t)n_tokens);
+    if (!f || !f->tokens) { free(f); return NULL; }
+    memcpy(f->tokens, tokens, sizeof(int32_t) * (size_t)n_tokens);
+    f->pc = pc;
+    f->n_tokens = n_tokens;
+    f->have = have;
+    f->k = *k;
+    f->wake = wake;
+    f->wake_arg = arg;
+    f->refs = 2;
+    pthread_mutex_lock(&pc->ra_mu);
+    if (pc->ra_tail) pc->ra_tail->next = f; else pc->ra_head = f;
+    pc->ra_tail = f;
+    pthread_cond_broadcast(&pc->ra_cv);
+    pthread_mutex_unlock(&pc->ra_mu);
+    return f;
+}
+
+int prompt_cache_fetch_next(pc_fetch *f, block_view *out) {
+    prompt_cache *pc = f->pc;
+    pc_got *old = f->cur, *g;
+    f->cur = NULL;
+    pthread_mutex_lock(&pc->ra_mu);
+    while (pc->sync_reads && !f->head && !f->done) pthread_cond_wait(&pc->got_cv, &pc->ra_mu);
+    if ((g = f->head)) {
+        if (!(f->head = g->next)) f->tail = NULL;
+        f->n_ready--;
+        pthread_cond_broadcast(&pc->ra_cv);   /* room for the next */
+    }
+    bool done = f->done;
+    pthread_mutex_unlock(&pc->ra_mu);
+    got_free(old);
+    if (!g) return done ? -1 : 0;
+    f->cur = g;
+    *out = g->v;
+    return 1;
+}
+
+void prompt_cache_fetch_end(pc_fetch *f) {
+    if (!f) return;
+    prompt_cache *pc = f->pc;
+    pthread_mutex_lock(&pc->ra_mu);
+    f->cancelled = true;
+    pthread_cond_broadcast(&pc->ra_cv);
+    fetch_unref_locked(f);
+    pthread_mutex_unlock(&pc->ra_mu);
 }
 
 int64_t prompt_cache_stamp(prompt_cache *pc) {
@@ -764,10 +985,11 @@ static bool key_in(const pc_item *it, item_kind kind, const block_key *k) {
 
 /* Whether the row exists; a failed read counts as no. */
 static bool stored(prompt_cache *pc, const block_key *k) {
-    bind_key(pc->q_has, pc, k);
-    int rc = sqlite3_step(pc->q_has);
-    sqlite3_reset(pc->q_has);
-    sqlite3_clear_bindings(pc->q_has);
+    sqlite3_stmt *q = pc->rd.q_has;
+    bind_key(q, pc, k);
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE && !is_transient(rc) && (rc & 0xff) != SQLITE_ERROR)
         cache_fail(pc, rc, "read", false);
     return rc == SQLITE_ROW;

@@ -11,8 +11,9 @@
  * prefills only its new tokens. Each stored block carries the
  * whole token prefix it ends, compared before the block is used (see
  * block_codec.h). One writer thread owns the writes (WAL, a bounded queue,
- * least-recently-used eviction under a size cap); lookups run on the
- * engine thread through a second, read-only connection.
+ * least-recently-used eviction under a size cap); admissions' reads run
+ * ahead on a reader thread of the cache's own (pc_fetch), each through a
+ * read-only connection.
  *
  * Faults never stop serving: a corrupt or foreign file is moved aside and
  * rebuilt; a full disk, a read-only directory or any other I/O error turns
@@ -83,6 +84,22 @@ int prompt_cache_lookup(prompt_cache *pc, const block_key *k, const int32_t *tok
  * prefixes compared before their KV is read. */
 int prompt_cache_lookup_tail(prompt_cache *pc, const block_key *parent, const int32_t *tokens, int n_tokens,
                              int start, int have, block_view *out);
+/* Read-ahead for an admission: the cache's reader thread reads the
+ * prompt's stored blocks after position `have` (k: the chain of the
+ * blocks [0, have / B)), then the partial block after them, as
+ * prompt_cache_lookup and _lookup_tail would, and hands each over as soon
+ * as it is read, at most 2 ahead of the engine. wake(arg) is called on
+ * that thread after each block and at the end. NULL: nothing to read (the
+ * cache is off, or no position is missing). */
+typedef struct pc_fetch pc_fetch;
+pc_fetch *prompt_cache_fetch_begin(prompt_cache *pc, const block_key *k, const int32_t *tokens, int n_tokens,
+                                   int have, void (*wake)(void *), void *arg);
+/* Never blocks: 1 and the next block in prompt order (valid until the next
+ * call; its positions end at out->shape.n_tokens, its first is
+ * n_tokens - n_block); 0 when none is read yet; -1 when all were handed out. */
+int prompt_cache_fetch_next(pc_fetch *f, block_view *out);
+/* Done with it, finished or not (the thread stops reading for it). */
+void prompt_cache_fetch_end(pc_fetch *f);
 /* A use stamp for one request, above every stamp before it: every full
  * block of its prompt is stored or touched with it, so a block is never
  * evicted before a block that continues it (see prompt_cache.c). */

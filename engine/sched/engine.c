@@ -10,10 +10,12 @@
  * table; compute and callbacks run without it.
  *
  * Prompt state is reused twice over. A new job goes to the free slot whose
- * resident KV shares the longest prefix with its prompt; then, when the
- * prompt has full blocks of B tokens beyond that prefix, the longest run of
- * them stored in the sqlite cache is copied into the slot (prompt_cache.h).
- * Only the rest is prefilled. As prefill completes blocks, they are copied
+ * resident KV shares the longest prefix with its prompt; then the longest
+ * run of stored blocks of B tokens beyond that prefix, and the partial
+ * block stored after them, are read from the sqlite cache on its reader
+ * thread (prompt_cache.h) and copied into the slot as they come, the slot
+ * waiting (SLOT_RESTORE) while the others step on. Only the rest is
+ * prefilled. As prefill completes blocks, they are copied
  * out to the cache's writer thread, once per block across all streams.
  *
  * The parts live in engine_*.c (engine_internal.h lists them). */
@@ -55,7 +57,7 @@ void engine_publish(engine *e) {
         slot_info *si = &e->published[s];
         si->id = s;
         si->busy = sl->state != SLOT_FREE;
-        si->prefilling = sl->state == SLOT_PREFILL || sl->state == SLOT_WAIT;
+        si->prefilling = sl->state == SLOT_PREFILL || sl->state == SLOT_WAIT || sl->state == SLOT_RESTORE;
         si->job_id = sl->job ? sl->job->id : 0;
         si->n_ctx = e->cfg.n_ctx;
         si->n_past = sl->n_past;
@@ -76,6 +78,18 @@ static bool any_active(const engine *e) {
     return false;
 }
 
+/* Only slots whose stored blocks are being read (and slots waiting on
+ * them): no step to run until a block comes in. */
+static bool only_restoring(const engine *e) {
+    bool restoring = false;
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot_state st = e->slots[s].state;
+        if (st == SLOT_PREFILL || st == SLOT_GENERATE) return false;
+        restoring |= st == SLOT_RESTORE;
+    }
+    return restoring;
+}
+
 static void *engine_main(void *arg) {
     engine *e = arg;
     for (;;) {
@@ -87,6 +101,21 @@ static void *engine_main(void *arg) {
             bool stop = e->stopping && !e->queue_head;
             pthread_mutex_unlock(&e->mu);
             if (stop) break;
+            continue;
+        }
+        if (only_restoring(e)) {
+            /* woken by the reader, a submission or a cancel; the timeout
+             * bounds what a missed wake-up could cost */
+            pthread_mutex_lock(&e->mu);
+            if (!e->stopping && !e->restore_ready) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 20 * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+                pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+            }
+            e->restore_ready = false;
+            pthread_mutex_unlock(&e->mu);
             continue;
         }
         engine_step(e);

@@ -1,10 +1,12 @@
 /* The engine's side of the prompt cache (engine/cache/prompt_cache.h): at
  * admission, the prompt's stored blocks, then the partial block stored
- * after them, are copied into the slot's KV; as a slot evaluates positions
+ * after them, are read on the cache's reader thread and copied into the
+ * slot's KV as they come, while the other slots step on; as a slot evaluates positions
  * (prompt or generated), each completed block's KV is copied out to the
  * cache's writer, and so is the partial block at the prompt's end and at
  * the job's end. */
 #include "engine/sched/engine_internal.h"
+#include <assert.h>
 #include <limits.h>
 
 /* Copies rows [from, to) of a stored block whose first position is `base`
@@ -19,44 +21,52 @@ static void put_rows(engine *e, slot *sl, const block_view *v, int base, int fro
     }
 }
 
-/* Copies the longest run of the prompt's stored blocks that starts at or
- * before position `have` (the resident prefix) into the slot's KV, then the
- * longest stored partial block after them; returns how many leading
- * positions now hold the prompt's state. Positions before `have` are left
- * alone: a block that starts inside the resident prefix is copied from
- * there on. Runs on the engine thread: ~8 MB read per block of 256 tokens
- * for a 1B model, far less than prefilling it. */
-int slot_restore(engine *e, slot *sl, int have) {
+/* The engine thread's wake-up: a block was read, or a fetch is done. */
+static void restore_wake(void *arg) {
+    engine *e = arg;
+    pthread_mutex_lock(&e->mu);
+    e->restore_ready = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Starts reading the longest run of the prompt's stored blocks that starts
+ * at or before position `have` (the resident prefix), then the longest
+ * stored partial block after them, on the cache's reader thread; true when
+ * the slot is to wait for it (SLOT_RESTORE), false when nothing can be read. */
+bool slot_restore_begin(engine *e, slot *sl, int have) {
     job *j = sl->job;
-    int B = e->block, n_full = j->n_prompt / B;
-    int want = j->n_prompt - 1;   /* the last prompt token is evaluated anyway, for its logits */
-    int first = have / B;         /* the first block not wholly resident */
-    if (!e->pc || have >= want) return have;
-    block_key k = e->root;        /* the chain of blocks [0, have / B) */
-    for (int i = 0; i < first; i++) block_key_next(&k, j->prompt + (size_t)i * B, B);
-    int start = have, blocks = 0;
-    for (int i = first; i < n_full && have < want; i++) {
-        block_key next = k;
-        block_key_next(&next, j->prompt + (size_t)i * B, B);
-        block_view v;
-        /* the lookup checked the geometry and that v's prefix is exactly prompt[0, (i+1)B) */
-        if (prompt_cache_lookup(e->pc, &next, j->prompt, (i + 1) * B, &v)) break;
-        put_rows(e, sl, &v, i * B, have, (i + 1) * B);
-        have = (i + 1) * B;   /* slot_store touches it with the job's stamp */
-        k = next;
-        blocks++;
-    }
-    /* the partial block after them: a previous turn's end, or this prompt's */
+    int B = e->block;
+    if (!e->pc || have >= j->n_prompt - 1) return false;   /* the last prompt token is evaluated anyway */
+    block_key k = e->root;   /* the chain of blocks [0, have / B) */
+    for (int i = 0; i < have / B; i++) block_key_next(&k, j->prompt + (size_t)i * B, B);
+    sl->fetch = prompt_cache_fetch_begin(e->pc, &k, j->prompt, j->n_prompt, have, restore_wake, e);
+    sl->restore_from = have;
+    sl->restore_blocks = 0;
+    return sl->fetch != NULL;
+}
+
+/* Copies the blocks read so far into the slot's KV (a memory copy: the
+ * reads were on the reader thread), from sl->n_past on; true once the
+ * fetch is done, with sl->n_past the positions that hold the prompt's state.
+ * Positions before the resident prefix's end are left alone: a block that
+ * starts inside it is copied from there on. */
+bool slot_restore_poll(engine *e, slot *sl) {
     block_view v;
-    int base = have / B * B;
-    if (have < want && !prompt_cache_lookup_tail(e->pc, &k, j->prompt, j->n_prompt, base, have, &v)) {
-        int end = (int)v.shape.n_tokens;
-        put_rows(e, sl, &v, base, have, end);
-        have = end;
-        blocks++;
+    int r;
+    while ((r = prompt_cache_fetch_next(sl->fetch, &v)) == 1) {
+        /* the lookup checked the geometry and that v's prefix is exactly the prompt's */
+        int end = (int)v.shape.n_tokens, base = end - (int)v.shape.n_block;
+        assert(base <= sl->n_past && end > sl->n_past);
+        put_rows(e, sl, &v, base, sl->n_past, end);
+        sl->n_past = end;   /* slot_store touches the full ones with the job's stamp */
+        sl->restore_blocks++;
     }
-    prompt_cache_note_lookup(e->pc, blocks, have - start);
-    return have;
+    if (r == 0) return false;
+    prompt_cache_fetch_end(sl->fetch);
+    sl->fetch = NULL;
+    prompt_cache_note_lookup(e->pc, sl->restore_blocks, sl->n_past - sl->restore_from);
+    return true;
 }
 
 /* Hands the slot's blocks evaluated so far (prompt and generated tokens),

@@ -41,8 +41,9 @@ typedef struct job {
 } job;
 
 /* SLOT_WAIT: admitted, waiting for the slot of the job it shares its
- * prefill with (prefill_from) to evaluate the shared prompt. */
-typedef enum { SLOT_FREE, SLOT_PREFILL, SLOT_GENERATE, SLOT_WAIT } slot_state;
+ * prefill with (prefill_from) to evaluate the shared prompt.
+ * SLOT_RESTORE: admitted, its stored blocks being read (slot->fetch). */
+typedef enum { SLOT_FREE, SLOT_PREFILL, SLOT_GENERATE, SLOT_WAIT, SLOT_RESTORE } slot_state;
 
 typedef struct slot {
     int id;
@@ -68,6 +69,8 @@ typedef struct slot {
     int wait_on;              /* SLOT_WAIT: the slot whose job (wait_job) evaluates the shared prompt */
     uint64_t wait_job;
     int n_share;              /* SLOT_WAIT: the positions it takes from there */
+    pc_fetch *fetch;          /* SLOT_RESTORE: the blocks being read */
+    int restore_from, restore_blocks;
 } slot;
 
 struct engine {
@@ -108,6 +111,7 @@ struct engine {
     int block;                /* B, tokens per stored block */
     block_key root;           /* the parent of every prompt's first block */
     atomic_bool forget;       /* engine_cache_clear: drop the free slots' resident prefixes */
+    bool restore_ready;       /* under mu: the reader thread has something for a SLOT_RESTORE slot */
 };
 
 /* engine_slots.c */
@@ -118,6 +122,8 @@ void slot_set_job(engine *e, slot *sl, job *j);
 void slot_release(engine *e, slot *sl);
 /* End cancelled jobs, admit queued ones. Callbacks run after the lock is dropped. */
 void engine_schedule(engine *e);
+/* The rest of an admission once the restore is done: prefill from sl->n_past. */
+void slot_admit_finish(engine *e, slot *sl);
 
 /* engine_step.c: one step over the active slots (at least one) */
 void engine_step(engine *e);
@@ -144,7 +150,8 @@ void engine_embed_rows(engine *e, const fwd_batch *b);
 void engine_share_resolve(engine *e, bool force);
 
 /* engine_cache.c */
-int slot_restore(engine *e, slot *sl, int have);
+bool slot_restore_begin(engine *e, slot *sl, int have);
+bool slot_restore_poll(engine *e, slot *sl);
 /* tail: the positions past the last full block too (the prompt or the job is done) */
 void slot_store(engine *e, slot *sl, bool tail);
 

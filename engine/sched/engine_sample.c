@@ -10,7 +10,7 @@ void slot_finish(engine *e, slot *sl, finish_reason why, int stop_index) {
     job *j = sl->job;
     /* what the slot evaluated, to its last position, for a later turn (a
      * failed step leaves no KV worth keeping) */
-    if (why != FINISH_ERROR && sl->state != SLOT_WAIT) slot_store(e, sl, true);
+    if (why != FINISH_ERROR && sl->state != SLOT_WAIT && sl->state != SLOT_RESTORE) slot_store(e, sl, true);
     char tail[64];
     size_t n_tail = detok_flush(&sl->detok, tail, sizeof tail);
     const char *out = "";

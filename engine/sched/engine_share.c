@@ -32,7 +32,8 @@ void engine_share_resolve(engine *e, bool force) {
             sl->state = SLOT_PREFILL;
             continue;
         }
-        if (src->state == SLOT_WAIT || (src->state == SLOT_PREFILL && src->n_prefilled < sl->n_share))
+        if (src->state == SLOT_WAIT || src->state == SLOT_RESTORE ||
+            (src->state == SLOT_PREFILL && src->n_prefilled < sl->n_share))
             continue;   /* not there yet */
         int n = sl->n_share;
         if (src->n_prefilled >= n && kv_can_resume(e->kv, src->id, src->n_past, n)) {

@@ -4,6 +4,7 @@
  * the top of every step that ends cancelled jobs and admits queued ones. */
 #include "engine/sched/engine_internal.h"
 #include "engine/sched/grammar_tokens.h"
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,8 @@ void slot_set_job(engine *e, slot *sl, job *j) {
 
 void slot_release(engine *e, slot *sl) {
     job *j = sl->job;
+    prompt_cache_fetch_end(sl->fetch);   /* a restore cut short: the positions so far stay valid */
+    sl->fetch = NULL;
     sampler_free(sl->smp);
     sl->smp = NULL;
     grammar_sampler_free(sl->gs);
@@ -114,23 +117,38 @@ static int slot_admit(engine *e, slot *sl) {
     /* a sliding-window layer may no longer hold the window before the
      * shared prefix's end: then start over (from the store, if it has it) */
     if (!kv_can_resume(e->kv, sl->id, sl->n_past, reuse)) reuse = 0;
-    /* only now that nothing can fail: the restore overwrites resident KV */
-    if (reuse_ok) reuse = slot_restore(e, sl, reuse);
-    if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
-    sl->n_stored = 0;
-    sl->store_key = e->root;
-    sl->stamp = prompt_cache_stamp(e->pc);
     detok_init(&sl->detok, e->m->tok, j->params.render_special);
     sl->detok.at_start = false;   /* generated text continues the prompt */
-    sl->state = SLOT_PREFILL;
     sl->n_past = reuse;
-    sl->n_prefilled = reuse;
-    sl->n_cached = reuse;
+    sl->n_prefilled = 0;
+    sl->n_cached = 0;
     sl->n_generated = 0;
+    sl->n_stored = INT_MAX;       /* nothing to store before the prefill */
     sl->t_start = now_ms();
     sl->t_first = 0;
     sl->admitted = e->admissions++;
     memcpy(sl->tokens, j->prompt, sizeof(int32_t) * (size_t)j->n_prompt);
+    /* only now that nothing can fail: the restore overwrites resident KV,
+     * read on the cache's thread while the other slots step on */
+    if (reuse_ok && slot_restore_begin(e, sl, reuse)) {
+        sl->state = SLOT_RESTORE;
+        return 0;
+    }
+    slot_admit_finish(e, sl);
+    return 0;
+}
+
+void slot_admit_finish(engine *e, slot *sl) {
+    job *j = sl->job;
+    int reuse = sl->n_past;
+    if (reuse >= j->n_prompt) reuse = j->n_prompt - 1;
+    sl->n_stored = 0;
+    sl->store_key = e->root;
+    sl->stamp = prompt_cache_stamp(e->pc);
+    sl->state = SLOT_PREFILL;
+    sl->n_past = reuse;
+    sl->n_prefilled = reuse;
+    sl->n_cached = reuse;
     pthread_mutex_lock(&e->mu);
     e->stats.cached_tokens += (uint64_t)reuse;
     pthread_mutex_unlock(&e->mu);
@@ -142,7 +160,6 @@ static int slot_admit(engine *e, slot *sl) {
         sl->wait_job = j->params.prefill_from;
         sl->wait_on = -1;
     }
-    return 0;
 }
 
 /* ---- the schedule ------------------------------------------------------------- */
@@ -212,9 +229,19 @@ void engine_schedule(engine *e) {
             finish_unstarted(j, FINISH_ERROR);
             continue;
         }
+        if (sl->state == SLOT_RESTORE) continue;   /* started once its blocks are in */
         job_event ev = { .type = JOB_EV_STARTED, .slot = sl->id, .n_prompt = j->n_prompt,
                          .n_cached = sl->n_cached, .text = "" };
         job_emit(j, &ev);
+    }
+    /* restores whose blocks came in */
+    for (int s = 0; s < e->cfg.n_slots; s++) {
+        slot *sl = &e->slots[s];
+        if (sl->state != SLOT_RESTORE || !slot_restore_poll(e, sl)) continue;
+        slot_admit_finish(e, sl);
+        job_event ev = { .type = JOB_EV_STARTED, .slot = sl->id, .n_prompt = sl->job->n_prompt,
+                         .n_cached = sl->n_cached, .text = "" };
+        job_emit(sl->job, &ev);
     }
     engine_share_resolve(e, false);
 }
