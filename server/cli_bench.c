@@ -132,7 +132,7 @@ static void usage(void) {
         "  -t, --threads N,...    thread counts (default 1 and the physical cores)\n"
         "  -b, --batch-size N     prefill chunk (default 512)\n"
         "  --kernels P,...        kernel paths to compare, e.g. avx512,scalar (default: the probed one)\n"
-        "  --backend auto|cpu     what runs the model (default auto: the best here)\n"
+        "  --backend NAME         what runs the model: auto (the best here, default), cpu, metal-emu (--version lists them)\n"
         "  --bw-mib N             buffer for the bandwidth read, MiB (default 1024)\n");
 }
 

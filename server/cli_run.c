@@ -26,7 +26,7 @@ static void usage(void) {
         "  -n, --n-predict N      tokens to generate (default 128)\n"
         "  -c, --ctx-size N       context length (default 4096, at most the model's)\n"
         "  -t, --threads N        compute threads (default: physical cores)\n"
-        "  --backend auto|cpu     what runs the model (default auto: the best here)\n"
+        "  --backend NAME         what runs the model: auto (the best here, default), cpu, metal-emu (--version lists them)\n"
         "  --special              recognise special tokens in the prompt and print them\n"
         SAMPLING_FLAGS_HELP);
 }

@@ -5,6 +5,7 @@
 #include "engine/cache/block_codec.h"
 #include "engine/model/model.h"
 #include "engine/model/forward.h"
+#include "engine/model/backend.h"
 #include "kernels/kern_table.h"
 #include <errno.h>
 #include <stdio.h>
@@ -54,6 +55,8 @@ void prompt_cache_fingerprint(const model *m, int block_tokens, uint8_t out[16])
                            (uint64_t)m->p.n_head_kv * (uint64_t)m->p.head_dim, (uint64_t)block_tokens,
                            m->file_size, FORWARD_NUMERICS, (uint64_t)m->kern->id };
     fp_mix(&s, fields, sizeof fields);
+    /* another backend's numerics are its own too (the CPU's fingerprint is unchanged) */
+    if (m->backend && strcmp(m->backend->name, "cpu")) fp_mix(&s, m->backend->name, strlen(m->backend->name));
     /* what the model is: header, metadata, tensor table and sampled weights
      * (model_load reads them before it closes the file) */
     fp_mix(&s, m->file_id, sizeof m->file_id);
