@@ -90,6 +90,9 @@ typedef struct kern_act {
     const int32_t *slo;     /* same shape: sum of qs[0..15] of each block (Q6_K's
                              * scales cover 16 elements, so its offset needs it) */
     const struct act_extra *ext;   /* same shape, see below */
+    uint64_t id;            /* unique per kern_matmul_n call (0: none), so a path may
+                             * keep what it derives from these activations for the
+                             * call's later rows calls on the same thread */
 } kern_act;
 
 /* Per activation block, what the packed kernels would otherwise rebuild from

@@ -10,8 +10,9 @@
  *    of that chunk against 16 activation rows x the same 4 k accumulates a
  *    16 x 16 int32 ZA tile; 8 of them give one block's exact sums. Up to 4
  *    blocks are in flight in ZA0-ZA3 (2 for Q6_K, whose two 16-element
- *    halves take a tile each). The activations are laid out once per rows
- *    call as 16-row x 4-k vectors (the transpose the operand needs).
+ *    halves take a tile each). The activations are laid out as 16-row x
+ *    4-k vectors (the transpose the operand needs) once per matmul call on
+ *    each SME worker (kern_act.id), kept for the call's later rows calls.
  *  - GEMV (M = 1): the streaming SDOT by element multiplies the chunk by 4
  *    activation bytes replicated in every 128-bit segment (the 16 lanes
  *    are the 16 rows), the NEON tile's vdotq_laneq four times as wide. The
@@ -82,7 +83,9 @@ static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 static bool scratch_key_ok;
 
-typedef struct { uint8_t *buf; size_t cap; } sme_scratch;
+/* buf holds the transposed activations of matmul call `id` (0: nothing),
+ * which that call's later rows calls on this thread reuse. */
+typedef struct { uint8_t *buf; size_t cap; uint64_t id; } sme_scratch;
 
 static void scratch_free(void *p) {
     sme_scratch *s = p;
@@ -92,7 +95,7 @@ static void scratch_free(void *p) {
 
 static void scratch_key_make(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
 
-static uint8_t *scratch_get(size_t bytes) {
+static sme_scratch *scratch_get(size_t bytes) {
     pthread_once(&scratch_once, scratch_key_make);
     if (!scratch_key_ok) return NULL;
     sme_scratch *s = pthread_getspecific(scratch_key);
@@ -105,8 +108,9 @@ static uint8_t *scratch_get(size_t bytes) {
         size_t cap = (bytes + 4095) & ~(size_t)4095;
         s->buf = aligned_alloc(64, cap);
         s->cap = s->buf ? cap : 0;
+        s->id = 0;
     }
-    return s->buf;
+    return s->buf ? s : NULL;
 }
 
 /* ---- streaming helpers ------------------------------------------------------ */
@@ -287,7 +291,7 @@ __arm_locally_streaming static void gemv(const panels *pk, const kern_act *a, fl
 /* ---- GEMM: M > 1, SMOPA tiles ------------------------------------------------- */
 
 /* The activations of 16-row tile t, block b, k-group j: 64 bytes, byte 4m+i
- * = qs[4j+i] of row 16t+m (0 past M). Made once per rows call. */
+ * = qs[4j+i] of row 16t+m (0 past M). Made once per matmul call and worker. */
 static void transpose_acts(const kern_act *a, uint8_t *xt, int tiles) {
     const int64_t nb = a->n_in / QK;
     for (int t = 0; t < tiles; t++)
@@ -441,9 +445,12 @@ static void sme2_rows(const hweight *w, const kern_act *a, float *y, int64_t n0,
         }
         const int tiles = (a->M + 15) / 16;
         const size_t xt_bytes = (size_t)tiles * (size_t)(a->n_in / QK) * 512;
-        uint8_t *xt = scratch_get(xt_bytes + 16 * 16 * sizeof(float));
-        if (xt) {
-            transpose_acts(a, xt, tiles);
+        sme_scratch *sc = scratch_get(xt_bytes + 16 * 16 * sizeof(float));
+        if (sc) {
+            uint8_t *xt = sc->buf;
+            /* once per matmul call and thread: the call's rows calls share the activations */
+            if (a->id == 0 || sc->id != a->id) transpose_acts(a, xt, tiles);
+            sc->id = a->id;
             gemm(&pk, a, xt, (float *)(void *)(xt + xt_bytes), y, w->n_out, pan0, pan1, w->type);
             atomic_fetch_add_explicit(&tile_runs, (uint64_t)((pan1 - pan0) * tiles), memory_order_relaxed);
             return;

@@ -11,6 +11,7 @@
 #include "kernels/kern_table.h"
 #include "runtime/pool.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <assert.h>
 #include <stdlib.h>
@@ -132,6 +133,8 @@ void kern_matmul_n(int count, const hweight *const *ws, int M, const float *x, f
     if (M <= 0 || count <= 0) return;
     if (count > KERN_MAX_FUSED) matmul_abort("too many fused weights", ws[0]);
     const int64_t n_in = ws[0]->n_in;
+    static _Atomic uint64_t calls;
+    const uint64_t id = atomic_fetch_add_explicit(&calls, 1, memory_order_relaxed) + 1;
     rows_job rj = { .count = count };
     quant_job qj = { .x = x, .n_in = n_in };
     bool need_q8 = false;
@@ -143,7 +146,7 @@ void kern_matmul_n(int count, const hweight *const *ws, int M, const float *x, f
         if (!f || !path) matmul_abort("unsupported weight", w);
         if (w->n_in != n_in) matmul_abort("fused weights differ in n_in", w);
         mm_part *p = &rj.part[i];
-        *p = (mm_part){ path, w, { .M = M, .n_in = n_in, .x = x }, ys[i], items,
+        *p = (mm_part){ path, w, { .M = M, .n_in = n_in, .x = x, .id = id }, ys[i], items,
                         (w->n_out + KP_UNIT_ROWS - 1) / KP_UNIT_ROWS };
         items += p->items;
         if (!f->uses_act_q8) continue;

@@ -545,6 +545,16 @@ static void test_sme_split(void) {
                            "sme2 %s M=%d: no SME %s ran", format_name(type), M, M == 1 ? "GEMV panel" : "tile");
             }
         }
+        /* Two calls of one shape on other activations: the second must not
+         * reuse the first's transposed activations (kept per call only). */
+        sme_set_workers(4);
+        for (int round = 0; round < 2; round++) {
+            const float *xr = x + (size_t)round * 17 * (size_t)K;
+            kern_matmul(&wn, 17, xr, want, &sc, pool4);
+            kern_matmul(&ws, 17, xr, got, &sc, pool4);
+            CHECKF(memcmp(got, want, sizeof(float) * (size_t)(17 * N)) == 0,
+                   "sme2 %s: call %d of the same shape on new activations differs from neon", format_name(type), round);
+        }
         /* control: no SME workers, no tiles, and the same bits from NEON */
         sme_set_workers(0);
         uint64_t t0 = sme_tile_runs(), g0 = sme_gemv_runs();
