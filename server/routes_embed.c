@@ -2,11 +2,13 @@
  * Each input (a string, or a list of token ids) is one engine job that
  * prefills without generating (job_params.embed); the jobs run beside any
  * others in the same slots. Their vectors come back on the engine thread,
- * are kept here, and the answer is built on the loop once the last one is
- * in (a uv_async per request). The inputs are checked and tokenized on a
- * worker (server/offload.c), so a huge input does not hold up the loop;
- * the loop only submits the jobs. Pooling: --pooling, else the model's
- * pooling_type, else the last token's state; every vector has length 1. */
+ * are kept here; once the last one is in (a uv_async per request) the
+ * answer is printed on a worker and the loop only sends it. The inputs are
+ * checked and tokenized on a worker too (server/offload.c): neither a huge
+ * input nor a huge answer (2048 wide vectors: tens of MB of JSON) holds up
+ * the loop, which only submits the jobs and sends the bytes. Pooling:
+ * --pooling, else the model's pooling_type, else the last token's state;
+ * every vector has length 1. */
 #include "server/routes.h"
 #include "server/errors.h"
 #include "server/offload.h"
@@ -30,6 +32,8 @@ struct embed_req {
     server *s;
     http_req *req;            /* NULL once the client left or was answered */
     uv_async_t async;         /* the engine thread's "all in" */
+    uv_work_t fmt;            /* the answer printed off the loop */
+    char *text;               /* that answer, NULL when out of memory */
     pthread_mutex_t mu;
     int n, n_embd, pending;   /* inputs, dimensions, DONE events still owed */
     int n_tokens;             /* usage */
@@ -43,6 +47,7 @@ static void req_free(uv_handle_t *h) {
     pthread_mutex_destroy(&r->mu);
     free(r->items);
     free(r->vec);
+    free(r->text);
     free(r);
 }
 
@@ -135,22 +140,64 @@ static cJSON *answer(const embed_req *r) {
     return o;
 }
 
-/* Loop thread: every job has ended. */
-static void on_all_in(uv_async_t *a) {
-    embed_req *r = a->data;
+/* A worker: the whole answer printed; the vectors are not needed after. */
+static void fmt_work(uv_work_t *w) {
+    embed_req *r = w->data;
+    cJSON *a = answer(r);
+    r->text = a ? cJSON_PrintUnformatted(a) : NULL;
+    cJSON_Delete(a);
+    free(r->vec);
+    r->vec = NULL;
+}
+
+static void client_left(void *arg) { ((embed_req *)arg)->req = NULL; }
+
+static void req_end(embed_req *r) {
+    r->s->n_held--;   /* every job has ended: the model may be unloaded */
+    uv_close((uv_handle_t *)&r->async, req_free);
+}
+
+/* Loop thread: the answer printed; only its bytes are sent here. */
+static void fmt_done(uv_work_t *w, int status) {
+    embed_req *r = w->data;
     if (r->req) {
         http_req *q = r->req;
         http_on_close(q, NULL, NULL);
         r->req = NULL;
-        if (r->failed && r->shutdown) respond_error(q, 503, NULL, "shutting_down", "The server is shutting down");
-        else if (r->failed) respond_error(q, 500, NULL, NULL, "the embedding could not be computed");
+        if (status) respond_error(q, 503, NULL, "shutting_down", "The server is shutting down");
+        else if (!r->text) respond_json(q, 200, NULL);   /* its 500 "out of memory" */
         else {
             http_set_tokens(q, r->n_tokens, 0);
-            respond_json(q, 200, answer(r));
+            http_respond(q, 200, "application/json", r->text, strlen(r->text));
         }
     }
-    r->s->n_held--;   /* every job has ended: the model may be unloaded */
-    uv_close((uv_handle_t *)&r->async, req_free);
+    req_end(r);
+}
+
+/* An answer this many floats wide or wider is a large job (offload.h). */
+#define EMBED_LARGE_FLOATS (16 << 10)
+
+/* Loop thread: every job has ended. */
+static void on_all_in(uv_async_t *a) {
+    embed_req *r = a->data;
+    if (r->req && !r->failed) {   /* the jobs are over: a client leaving now only drops the answer */
+        http_on_close(r->req, client_left, r);
+        r->fmt.data = r;
+        bool large = (size_t)r->n * (size_t)r->n_embd >= EMBED_LARGE_FLOATS;
+        if (!r->s->loop || offload_queue(r->s->loop, &r->fmt, fmt_work, fmt_done, large)) {
+            fmt_work(&r->fmt);   /* no worker: here */
+            fmt_done(&r->fmt, 0);
+        }
+        return;
+    }
+    if (r->req) {
+        http_req *q = r->req;
+        http_on_close(q, NULL, NULL);
+        r->req = NULL;
+        if (r->shutdown) respond_error(q, 503, NULL, "shutting_down", "The server is shutting down");
+        else respond_error(q, 500, NULL, NULL, "the embedding could not be computed");
+    }
+    req_end(r);
 }
 
 /* ---- the request ------------------------------------------------------------ */
