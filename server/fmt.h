@@ -11,6 +11,9 @@ extern const gen_fmt fmt_llama;
 
 /* A token's text (render specials, sanitized) and its raw bytes. */
 void fmt_token_piece(const server *s, int32_t id, cJSON **text, cJSON **bytes);
+/* A token event's {id?, token, logprob, bytes, top_logprobs: [{id?, token, logprob, bytes}]};
+ * the id only where with_id (llama.cpp's shape). */
+cJSON *fmt_token_logprobs(const gen *g, const job_event *ev, bool with_id);
 /* usage: prompt, completion, total tokens and cached prompt tokens. */
 cJSON *fmt_usage(const gen *g);
 /* llama.cpp's timings object. */

@@ -69,25 +69,7 @@ cJSON *fmt_settings(const server *s, const gen_opts *o) {
 }
 
 /* {id, token, logprob, bytes, top_logprobs: [{id, token, logprob, bytes}]} */
-static cJSON *probs_entry(const gen *g, const job_event *ev) {
-    cJSON *o = cJSON_CreateObject(), *text, *bytes;
-    fmt_token_piece(g->s, ev->token, &text, &bytes);
-    cJSON_AddNumberToObject(o, "id", ev->token);
-    cJSON_AddItemToObject(o, "token", text);
-    cJSON_AddNumberToObject(o, "logprob", ev->logprob);
-    cJSON_AddItemToObject(o, "bytes", bytes);
-    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
-    for (int i = 0; i < ev->n_top; i++) {
-        cJSON *t = cJSON_CreateObject();
-        fmt_token_piece(g->s, ev->top[i].id, &text, &bytes);
-        cJSON_AddNumberToObject(t, "id", ev->top[i].id);
-        cJSON_AddItemToObject(t, "token", text);
-        cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
-        cJSON_AddItemToObject(t, "bytes", bytes);
-        cJSON_AddItemToArray(top, t);
-    }
-    return o;
-}
+static cJSON *probs_entry(const gen *g, const job_event *ev) { return fmt_token_logprobs(g, ev, true); }
 
 static void llama_token(gen *g, const char *text, size_t len, const job_event *ev) {
     cJSON *pe = g->o.n_probs > 0 && ev ? probs_entry(g, ev) : NULL;

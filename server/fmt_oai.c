@@ -22,6 +22,26 @@ void fmt_token_piece(const server *s, int32_t id, cJSON **text, cJSON **bytes) {
     for (size_t i = 0; i < n && *bytes; i++) cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
 }
 
+/* One {id?, token, logprob, bytes} entry; shared by the chat and the llama.cpp
+ * shapes, which differ only in whether the id leads. */
+static cJSON *logprob_entry(const gen *g, int32_t id, double logprob, bool with_id) {
+    cJSON *o = cJSON_CreateObject(), *text, *bytes;
+    fmt_token_piece(g->s, id, &text, &bytes);
+    if (with_id) cJSON_AddNumberToObject(o, "id", id);
+    cJSON_AddItemToObject(o, "token", text);
+    cJSON_AddNumberToObject(o, "logprob", logprob);
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    return o;
+}
+
+cJSON *fmt_token_logprobs(const gen *g, const job_event *ev, bool with_id) {
+    cJSON *o = logprob_entry(g, ev->token, ev->logprob, with_id);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int i = 0; i < ev->n_top; i++)
+        cJSON_AddItemToArray(top, logprob_entry(g, ev->top[i].id, ev->top[i].logprob, with_id));
+    return o;
+}
+
 cJSON *fmt_usage(const gen *g) {
     int prompt, completion, cached;   /* a group's sums (gen_group.h) */
     gen_usage_counts(g, &prompt, &completion, &cached);
@@ -69,37 +89,27 @@ static void add_finish(cJSON *o, const char *finish) {
     else cJSON_AddNullToObject(o, "finish_reason");
 }
 
-/* ---- chat ------------------------------------------------------------------ */
-/* {token, logprob, bytes, top_logprobs: [...]} for one token event. */
-static cJSON *chat_logprob(const gen *g, const job_event *ev) {
-    cJSON *o = cJSON_CreateObject(), *text, *bytes;
-    fmt_token_piece(g->s, ev->token, &text, &bytes);
-    cJSON_AddItemToObject(o, "token", text);
-    cJSON_AddNumberToObject(o, "logprob", ev->logprob);
-    cJSON_AddItemToObject(o, "bytes", bytes);
-    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
-    for (int i = 0; i < ev->n_top; i++) {
-        cJSON *t = cJSON_CreateObject();
-        fmt_token_piece(g->s, ev->top[i].id, &text, &bytes);
-        cJSON_AddItemToObject(t, "token", text);
-        cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
-        cJSON_AddItemToObject(t, "bytes", bytes);
-        cJSON_AddItemToArray(top, t);
-    }
-    return o;
-}
-
-cJSON *fmt_chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish) {
-    cJSON *o = head(g, "chat.completion.chunk"), *choices = cJSON_AddArrayToObject(o, "choices");
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c, "index", g->index);
-    cJSON_AddItemToObject(c, "delta", delta);
+/* A chunk's choice c ends the same way in chat and completions: logprobs (or
+ * null), finish_reason, then the usage placeholder; returns the chunk o. */
+static cJSON *chunk_end(const gen *g, cJSON *o, cJSON *choices, cJSON *c, cJSON *logprobs, const char *finish) {
     if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
     else cJSON_AddNullToObject(c, "logprobs");
     add_finish(c, finish);
     cJSON_AddItemToArray(choices, c);
     if (g->o.include_usage) cJSON_AddNullToObject(o, "usage");
     return o;
+}
+
+/* ---- chat ------------------------------------------------------------------ */
+/* {token, logprob, bytes, top_logprobs: [...]} for one token event. */
+static cJSON *chat_logprob(const gen *g, const job_event *ev) { return fmt_token_logprobs(g, ev, false); }
+
+cJSON *fmt_chat_chunk(const gen *g, cJSON *delta, cJSON *logprobs, const char *finish) {
+    cJSON *o = head(g, "chat.completion.chunk"), *choices = cJSON_AddArrayToObject(o, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", g->index);
+    cJSON_AddItemToObject(c, "delta", delta);
+    return chunk_end(g, o, choices, c, logprobs, finish);
 }
 
 static void chat_start(gen *g) {
@@ -209,12 +219,7 @@ static cJSON *cmpl_chunk(const gen *g, const char *text, size_t len, cJSON *logp
     cJSON *c = cJSON_CreateObject();
     add_text(c, "text", text, len);
     cJSON_AddNumberToObject(c, "index", g->index);
-    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
-    else cJSON_AddNullToObject(c, "logprobs");
-    add_finish(c, finish);
-    cJSON_AddItemToArray(choices, c);
-    if (g->o.include_usage) cJSON_AddNullToObject(o, "usage");
-    return o;
+    return chunk_end(g, o, choices, c, logprobs, finish);
 }
 
 /* ---- echo with logprobs: the prompt's tokens come first ---- */
