@@ -112,6 +112,15 @@ static void nl_push(parser *P, nlist *l, jnode *x, const char *name) {
     l->nm[l->n++] = name;
 }
 
+/* A node of kind k whose kids are l's (tuples, lists, dicts): the one place
+ * that hands a list over, so the literal forms cannot drift apart. */
+static jnode *mk_seq(parser *P, jnode_kind k, const nlist *l) {
+    jnode *n = mk(P, k);
+    n->kids = l->v;
+    n->nkids = l->n;
+    return n;
+}
+
 static jnode *expr(parser *P);
 static jnode *expr_nocond(parser *P);
 static jnode *unary(parser *P, bool with_filter);
@@ -139,6 +148,30 @@ static void call_args(parser *P, jnode *n) {
     n->kids = l.v;
     n->names = l.nm;
     n->nkids = l.n;
+}
+
+/* A list [a, b] or a dict {k: v} (pairs) after its opener, up to close; a
+ * trailing comma is allowed. One loop, so both literals parse alike. */
+static jnode *seq_literal(parser *P, const char *close, const char *what, jnode_kind k, bool pairs) {
+    nlist l = { 0 };
+    while (!is_op(P, close)) {
+        nl_push(P, &l, expr(P), NULL);
+        if (pairs) {
+            expect_op(P, ":", "between a dict key and its value");
+            nl_push(P, &l, expr(P), NULL);
+        }
+        if (!accept_op(P, ",")) break;
+    }
+    expect_op(P, close, what);
+    return mk_seq(P, k, &l);
+}
+
+/* fn(...) after its '(': a call in postfix position and after a filter. */
+static jnode *call_of(parser *P, jnode *fn) {
+    jnode *c = mk(P, N_CALL);
+    c->a = fn;
+    call_args(P, c);
+    return c;
 }
 
 static jnode *primary(parser *P) {
@@ -175,37 +208,10 @@ static jnode *primary(parser *P) {
             nl_push(P, &l, first, NULL);
             while (accept_op(P, ",") && !is_op(P, ")")) nl_push(P, &l, expr(P), NULL);
             expect_op(P, ")", "to close a tuple");
-            n = mk(P, N_TUPLE);
-            n->kids = l.v;
-            n->nkids = l.n;
-            return n;
+            return mk_seq(P, N_TUPLE, &l);
         }
-        if (accept_op(P, "[")) {
-            nlist l = { 0 };
-            while (!is_op(P, "]")) {
-                nl_push(P, &l, expr(P), NULL);
-                if (!accept_op(P, ",")) break;
-            }
-            expect_op(P, "]", "to close a list");
-            n = mk(P, N_LIST);
-            n->kids = l.v;
-            n->nkids = l.n;
-            return n;
-        }
-        if (accept_op(P, "{")) {
-            nlist l = { 0 };
-            while (!is_op(P, "}")) {
-                nl_push(P, &l, expr(P), NULL);
-                expect_op(P, ":", "between a dict key and its value");
-                nl_push(P, &l, expr(P), NULL);
-                if (!accept_op(P, ",")) break;
-            }
-            expect_op(P, "}", "to close a dict");
-            n = mk(P, N_DICT);
-            n->kids = l.v;
-            n->nkids = l.n;
-            return n;
-        }
+        if (accept_op(P, "[")) return seq_literal(P, "]", "to close a list", N_LIST, false);
+        if (accept_op(P, "{")) return seq_literal(P, "}", "to close a dict", N_DICT, true);
         break;
     default: break;
     }
@@ -248,10 +254,7 @@ static jnode *postfix(parser *P, jnode *n) {
         } else if (accept_op(P, "[")) {
             n = subscript(P, n);
         } else if (accept_op(P, "(")) {
-            jnode *c = mk(P, N_CALL);
-            c->a = n;
-            call_args(P, c);
-            n = c;
+            n = call_of(P, n);
         } else {
             return n;
         }
@@ -292,10 +295,7 @@ static jnode *filter_expr(parser *P, jnode *n) {
             }
             n = t;
         } else if (accept_op(P, "(")) {
-            jnode *c = mk(P, N_CALL);
-            c->a = n;
-            call_args(P, c);
-            n = c;
+            n = call_of(P, n);
         } else {
             return n;
         }
@@ -498,10 +498,7 @@ static jnode *tuple_rest(parser *P, jnode *first, bool nocond) {
     nlist l = { 0 };
     nl_push(P, &l, first, NULL);
     while (accept_op(P, ",")) nl_push(P, &l, nocond ? expr_nocond(P) : expr(P), NULL);
-    jnode *t = mk(P, N_TUPLE);
-    t->kids = l.v;
-    t->nkids = l.n;
-    return t;
+    return mk_seq(P, N_TUPLE, &l);
 }
 
 static jnode *statement(parser *P) {
