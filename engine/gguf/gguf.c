@@ -251,6 +251,18 @@ static const char *find_duplicate(char **names, uint64_t n, bool *oom) {
     return dup;
 }
 
+/* Fails when two of the n names (what: "key" or "tensor") are equal; frees
+ * names. The metadata keys and the tensor names are checked the same way. */
+static int check_unique(cursor *c, char **names, uint64_t n, const char *what) {
+    bool oom;
+    const char *dup = find_duplicate(names, n, &oom);
+    char buf[80];
+    int rc = oom ? fail(c, "out of memory")
+           : dup ? fail(c, "%s '%s' appears twice", what, shown(dup, strlen(dup), buf)) : 0;
+    free(names);
+    return rc;
+}
+
 static char *copy_name(cursor *c, gguf_str s, const char *what) {
     char buf[80];
     if (memchr(s.ptr, 0, s.len))
@@ -315,13 +327,7 @@ static int parse_kvs(cursor *c, gguf_file *g) {
     char **keys = malloc((g->n_kv ? g->n_kv : 1) * sizeof *keys);
     if (!keys) return fail(c, "out of memory");
     for (uint64_t i = 0; i < g->n_kv; i++) keys[i] = g->kv[i].key;
-    bool oom;
-    const char *dup = find_duplicate(keys, g->n_kv, &oom);
-    char buf[80];
-    int rc = oom ? fail(c, "out of memory")
-           : dup ? fail(c, "key '%s' appears twice", shown(dup, strlen(dup), buf)) : 0;
-    free(keys);
-    return rc;
+    return check_unique(c, keys, g->n_kv, "key");
 }
 
 static int parse_alignment(cursor *c, gguf_file *g) {
@@ -388,13 +394,7 @@ static int parse_tensors(cursor *c, gguf_file *g) {
     char **names = malloc((g->n_tensors ? g->n_tensors : 1) * sizeof *names);
     if (!names) return fail(c, "out of memory");
     for (uint64_t i = 0; i < g->n_tensors; i++) names[i] = g->tensors[i].name;
-    bool oom;
-    const char *dup = find_duplicate(names, g->n_tensors, &oom);
-    char buf[80];
-    int rc = oom ? fail(c, "out of memory")
-           : dup ? fail(c, "tensor '%s' appears twice", shown(dup, strlen(dup), buf)) : 0;
-    free(names);
-    if (rc) return rc;
+    if (check_unique(c, names, g->n_tensors, "tensor")) return -1;
 
     /* The data section starts at the next multiple of the alignment. A file
      * without tensors may end before that point. */
@@ -408,6 +408,7 @@ static int parse_tensors(cursor *c, gguf_file *g) {
     }
     g->data_offset = c->pos + pad;
     uint64_t room = c->size - g->data_offset;
+    char buf[80];
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         const char *tn = shown(t->name, strlen(t->name), buf);
