@@ -292,26 +292,28 @@ static void dequant_q5_1(const block_q5_1 *b, float *y) {
     }
 }
 
-static void dequant_q4_k(const block_q4_k *b, float *y) {
-    float d = half(b->d), dmin = half(b->dmin);
+/* Q4_K and Q5_K share their scales, mins and low nibbles; Q5_K adds a fifth
+ * bit from qh (NULL for Q4_K). One body, so the two cannot drift; inline so
+ * each caller's constant qh folds the test away. */
+static inline void dequant_kq(const uint8_t *scales, const uint8_t *qs, const uint8_t *qh, float d, float dmin,
+                              float *y) {
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        kq_scale_min(b->scales, j, &sc, &m);
+        kq_scale_min(scales, j, &sc, &m);
         float step = d * (float)sc, offset = dmin * (float)m;
-        for (int l = 0; l < 32; l++)
-            y[32 * j + l] = fmaf(step, (float)q4k_quant(b->qs, j, l), -offset);
+        for (int l = 0; l < 32; l++) {
+            int q = q4k_quant(qs, j, l) | (qh ? ((qh[l] >> j) & 1) << 4 : 0);
+            y[32 * j + l] = fmaf(step, (float)q, -offset);
+        }
     }
 }
 
+static void dequant_q4_k(const block_q4_k *b, float *y) {
+    dequant_kq(b->scales, b->qs, NULL, half(b->d), half(b->dmin), y);
+}
+
 static void dequant_q5_k(const block_q5_k *b, float *y) {
-    float d = half(b->d), dmin = half(b->dmin);
-    for (int j = 0; j < 8; j++) {
-        int sc, m;
-        kq_scale_min(b->scales, j, &sc, &m);
-        float step = d * (float)sc, offset = dmin * (float)m;
-        for (int l = 0; l < 32; l++)
-            y[32 * j + l] = fmaf(step, (float)q5k_quant(b, j, l), -offset);
-    }
+    dequant_kq(b->scales, b->qs, b->qh, half(b->d), half(b->dmin), y);
 }
 
 static void dequant_q6_k(const block_q6_k *b, float *y) {
@@ -502,37 +504,31 @@ static int kq_nearest(float x, float step, float offset, int nmax) {
     return nearest_clamped((x + offset) / step, 0, nmax);
 }
 
-static void quant_q4_k(const float *x, block_q4_k *b) {
+/* Q4_K and Q5_K quantize alike: 8 sub-blocks of 32 on an asymmetric grid
+ * with 6-bit scales and mins; Q5_K's grid has 32 steps and the fifth bit goes
+ * to qh (NULL for Q4_K, whose quants fit the nibble). One body, so the two
+ * cannot drift. */
+static void quant_kq(const float *x, fp16_t *d, fp16_t *dmin, uint8_t scales[12], uint8_t *qs, uint8_t *qh) {
+    const int nmax = qh ? 31 : 15;
     float step[8], offset[8], eff_step[8], eff_offset[8];
     uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) fit_step_offset(x + 32 * j, 32, 15, &step[j], &offset[j]);
-    kq_quantize_scales(step, offset, &b->d, &b->dmin, sc, m, eff_step, eff_offset);
-    kq_pack_scale_min(b->scales, sc, m);
-    memset(b->qs, 0, sizeof b->qs);
+    for (int j = 0; j < 8; j++) fit_step_offset(x + 32 * j, 32, nmax, &step[j], &offset[j]);
+    kq_quantize_scales(step, offset, d, dmin, sc, m, eff_step, eff_offset);
+    kq_pack_scale_min(scales, sc, m);
+    memset(qs, 0, QK_K / 2);
+    if (qh) memset(qh, 0, QK_K / 8);
     for (int j = 0; j < 8; j++) {
         for (int l = 0; l < 32; l++) {
-            int q = kq_nearest(x[32 * j + l], eff_step[j], eff_offset[j], 15);
-            b->qs[32 * (j / 2) + l] |= (uint8_t)((j & 1) ? q << 4 : q);
+            int q = kq_nearest(x[32 * j + l], eff_step[j], eff_offset[j], nmax);
+            qs[32 * (j / 2) + l] |= (uint8_t)((j & 1) ? (q & 0xf) << 4 : (q & 0xf));
+            if (qh) qh[l] |= (uint8_t)((q >> 4) << j);
         }
     }
 }
 
-static void quant_q5_k(const float *x, block_q5_k *b) {
-    float step[8], offset[8], eff_step[8], eff_offset[8];
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) fit_step_offset(x + 32 * j, 32, 31, &step[j], &offset[j]);
-    kq_quantize_scales(step, offset, &b->d, &b->dmin, sc, m, eff_step, eff_offset);
-    kq_pack_scale_min(b->scales, sc, m);
-    memset(b->qs, 0, sizeof b->qs);
-    memset(b->qh, 0, sizeof b->qh);
-    for (int j = 0; j < 8; j++) {
-        for (int l = 0; l < 32; l++) {
-            int q = kq_nearest(x[32 * j + l], eff_step[j], eff_offset[j], 31);
-            b->qs[32 * (j / 2) + l] |= (uint8_t)((j & 1) ? (q & 0xf) << 4 : (q & 0xf));
-            b->qh[l] |= (uint8_t)((q >> 4) << j);
-        }
-    }
-}
+static void quant_q4_k(const float *x, block_q4_k *b) { quant_kq(x, &b->d, &b->dmin, b->scales, b->qs, NULL); }
+
+static void quant_q5_k(const float *x, block_q5_k *b) { quant_kq(x, &b->d, &b->dmin, b->scales, b->qs, b->qh); }
 
 /* Q6_K: symmetric grid {s*q : q = -32..31} per 16 elements. Candidates put
  * the largest-magnitude value near -32; each is refined by least squares. */
