@@ -138,12 +138,11 @@ INLINE void store_tile(__m256 acc[MR_MAX][2], int MR, float *y, int64_t N, int m
 /* One tile of an integer format: MR rows from m0, one panel. */
 INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt,
                      float *y, int64_t N) {
-    const int64_t nb = a->n_in / QK;
     const int bpu = kp_is_kquant(fmt) ? 8 : 1;
     const int qb = kp_qbytes32(fmt);
     const act_q8 *xr[MR_MAX];
     const act_extra *ext[MR_MAX];
-    for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; ext[m] = a->ext + (size_t)(m0 + m) * nb; }
+    kp_tile_rows(a, m0, MR, xr, ext);
     __m256 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
 
@@ -224,7 +223,7 @@ INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, 
                        float *y, int64_t N) {
     const int64_t K = a->n_in;
     const float *xr[MR_MAX];
-    for (int m = 0; m < MR; m++) xr[m] = a->x + (size_t)(m0 + m) * K;
+    kp_tile_xrows(a, m0, MR, xr);
     __m256 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
     const uint8_t *p = kp_quants(pk, pan, 0);   /* plain layout: columns q_bytes apart */
@@ -246,7 +245,7 @@ INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, 
 }
 
 INLINE void tile(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt, float *y, int64_t N) {
-    if (fmt == FMT_F32 || fmt == FMT_F16 || fmt == FMT_BF16) tile_float(pk, pan, a, m0, MR, fmt, y, N);
+    if (kp_is_float(fmt)) tile_float(pk, pan, a, m0, MR, fmt, y, N);
     else tile_int(pk, pan, a, m0, MR, fmt, y, N);
 }
 
@@ -277,8 +276,7 @@ static void avx2_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
         float amax = _mm_cvtss_f32(m4);
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float id, d = kp_act_scale(amax, &id);
         __m256 vid = _mm256_set1_ps(id);
         __m256i qi[4];
         for (int i = 0; i < 4; i++)
@@ -296,9 +294,7 @@ static void avx2_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
         __m128i u = _mm_add_epi32(_mm256_castsi256_si128(s23), _mm256_extracti128_si256(s23, 1));
         u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0x4e));
         u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0xb1));
-        q[b].d = d;
-        q[b].sum = s0 + _mm_cvtsi128_si32(u);
-        slo[b] = s0;
+        kp_act_store(q, slo, b, d, s0, _mm_cvtsi128_si32(u));
     }
 }
 

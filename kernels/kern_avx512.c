@@ -76,12 +76,11 @@ INLINE void prefetch_unit(const kpack *pk, const uint8_t *qu0, const uint8_t *qu
 /* One tile of an integer format: MR rows from m0, panels pan and pan+1. */
 INLINE void tile_int(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt,
                      float *y, int64_t N) {
-    const int64_t nb = a->n_in / QK;
     const int bpu = kp_is_kquant(fmt) ? 8 : 1;
     const int qb = kp_qbytes32(fmt);
     const act_q8 *xr[MR_MAX];
     const act_extra *ext[MR_MAX];
-    for (int m = 0; m < MR; m++) { xr[m] = a->q + (size_t)(m0 + m) * nb; ext[m] = a->ext + (size_t)(m0 + m) * nb; }
+    kp_tile_rows(a, m0, MR, xr, ext);
     __m512 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
 
@@ -178,7 +177,7 @@ INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, 
                        float *y, int64_t N) {
     const int64_t K = a->n_in;
     const float *xr[MR_MAX];
-    for (int m = 0; m < MR; m++) xr[m] = a->x + (size_t)(m0 + m) * K;
+    kp_tile_xrows(a, m0, MR, xr);
     __m512 acc[MR_MAX][2];
     for (int m = 0; m < MR; m++) acc[m][0] = acc[m][1] = _mm512_setzero_ps();
     const uint8_t *p0 = kp_quants(pk, pan, 0), *p1 = kp_quants(pk, pan + 1, 0);
@@ -206,7 +205,7 @@ INLINE void tile_float(const kpack *pk, int64_t pan, const kern_act *a, int m0, 
 }
 
 INLINE void tile(const kpack *pk, int64_t pan, const kern_act *a, int m0, int MR, int fmt, float *y, int64_t N) {
-    if (fmt == FMT_F32 || fmt == FMT_F16 || fmt == FMT_BF16) tile_float(pk, pan, a, m0, MR, fmt, y, N);
+    if (kp_is_float(fmt)) tile_float(pk, pan, a, m0, MR, fmt, y, N);
     else tile_int(pk, pan, a, m0, MR, fmt, y, N);
 }
 
@@ -245,8 +244,7 @@ void kern_avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
         a0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a0, a0, _CMP_ORD_Q), a0);
         a1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a1, a1, _CMP_ORD_Q), a1);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-        float d = amax / 127.0f;
-        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        float id, d = kp_act_scale(amax, &id);
         __m512 vid = _mm512_set1_ps(id);
         /* max(v, -127) gives -127 for NaN (the second operand wins). */
         __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v0, vid), lo), hi));
@@ -254,9 +252,7 @@ void kern_avx512_quantize(const float *x, act_q8 *q, int32_t *slo, int64_t n) {
         _mm_storeu_si128((__m128i *)q[b].qs, _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q[b].qs + 16), _mm512_cvtepi32_epi8(q1));
         int32_t s0 = _mm512_reduce_add_epi32(q0);
-        q[b].d = d;
-        q[b].sum = s0 + _mm512_reduce_add_epi32(q1);
-        slo[b] = s0;
+        kp_act_store(q, slo, b, d, s0, _mm512_reduce_add_epi32(q1));
     }
 }
 

@@ -184,6 +184,41 @@ static inline int kp_qbytes32(int fmt) {
     }
 }
 
+/* The activations of a tile's rows m0 .. m0+MR-1: each row's q8 blocks and
+ * their extras. Every x86 tile starts this way; inline, once per tile, so it
+ * adds nothing to the inner loops. */
+static inline void kp_tile_rows(const kern_act *a, int m0, int MR, const act_q8 **xr, const act_extra **ext) {
+    const int64_t nb = a->n_in / QK;
+    for (int m = 0; m < MR; m++) {
+        xr[m] = a->q + (size_t)(m0 + m) * nb;
+        ext[m] = a->ext + (size_t)(m0 + m) * nb;
+    }
+}
+
+/* The float rows m0 .. m0+MR-1 of a tile of a float format. */
+static inline void kp_tile_xrows(const kern_act *a, int m0, int MR, const float **xr) {
+    for (int m = 0; m < MR; m++) xr[m] = a->x + (size_t)(m0 + m) * a->n_in;
+}
+
+/* Float weights take the tiles' float loop, the rest the integer one. */
+static inline bool kp_is_float(int fmt) { return fmt == FMT_F32 || fmt == FMT_F16 || fmt == FMT_BF16; }
+
+/* An activation block's scale d from its amax and the factor id the lanes
+ * multiply by, as act_quantize_row computes them; one place, so every
+ * path's quantizer stays bit-identical to the reference. */
+static inline float kp_act_scale(float amax, float *id) {
+    float d = amax / 127.0f;
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
+    return d;
+}
+
+/* Block b's scale, quant sum and half sum (s0: quants 0-15, s1: 16-31). */
+static inline void kp_act_store(act_q8 *q, int32_t *slo, int64_t b, float d, int32_t s0, int32_t s1) {
+    q[b].d = d;
+    q[b].sum = s0 + s1;
+    slo[b] = s0;
+}
+
 /* Every format the panel layout holds; each SIMD path computes all of them. */
 static inline bool kp_packs_all(int type) {
     switch (type) {
