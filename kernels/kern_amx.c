@@ -32,6 +32,7 @@
  * layout and the fold are checked on machines without AMX. */
 #include "kernels/kern_amx.h"
 #include "kernels/kern_avx512_unpack.h"
+#include "runtime/thread_scratch.h"
 
 #include <immintrin.h>
 #include <pthread.h>
@@ -107,39 +108,7 @@ uint64_t AMX_NAME(amx_tile_runs)(void) { return atomic_load_explicit(&tile_runs,
 
 /* ---- per-thread scratch: the expanded B tiles of one panel, the C tiles --- */
 
-typedef struct {
-    uint8_t *buf;
-    size_t cap;
-} amx_scratch;
-
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_key_ok;
-
-static void scratch_free(void *p) {
-    amx_scratch *s = p;
-    free(s->buf);
-    free(s);
-}
-
-static void scratch_key_make(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
-
-static uint8_t *scratch_get(size_t bytes) {
-    pthread_once(&scratch_once, scratch_key_make);
-    if (!scratch_key_ok) return NULL;
-    amx_scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return NULL;
-        if (pthread_setspecific(scratch_key, s) != 0) { free(s); return NULL; }
-    }
-    if (s->cap < bytes) {
-        free(s->buf);
-        size_t cap = (bytes + 4095) & ~(size_t)4095;
-        s->buf = aligned_alloc(64, cap);
-        s->cap = s->buf ? cap : 0;
-    }
-    return s->buf;
-}
+static thread_scratch_slot scratch_slot;
 
 /* ---- the GEMM ------------------------------------------------------------- */
 
@@ -277,7 +246,8 @@ static bool config_live_here(void) {
 INLINE bool rows_fmt(const hweight *w, const kern_act *a, float *y, int64_t n0, int64_t n1, int fmt) {
     const kpack *pk = w->packed;
     const int64_t nb = a->n_in / QK;
-    uint8_t *bx = scratch_get((size_t)nb * 512 + 2048);
+    thread_scratch *sc = thread_scratch_get(&scratch_slot, (size_t)nb * 512 + 2048);
+    uint8_t *bx = sc ? sc->buf : NULL;
     if (!bx || !config_live_here()) return false;
     int32_t *cb = (int32_t *)(bx + (size_t)nb * 512);
     for (int64_t pan = n0 / KP_ROWS; pan * KP_ROWS < n1; pan++) {

@@ -27,6 +27,7 @@
  * NEON path's and the scalar oracle's whatever M, split or worker. */
 #include "kernels/kern_sme.h"
 #include "runtime/pool.h"
+#include "runtime/thread_scratch.h"
 
 #include <arm_sme.h>
 #include <assert.h>
@@ -79,39 +80,9 @@ void sme_set_workers(int n) {
 
 /* ---- per-thread scratch: the transposed activations ------------------------ */
 
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_key_ok;
-
-/* buf holds the transposed activations of matmul call `id` (0: nothing),
+/* Its tag is the matmul call id whose activations it holds (0: nothing),
  * which that call's later rows calls on this thread reuse. */
-typedef struct { uint8_t *buf; size_t cap; uint64_t id; } sme_scratch;
-
-static void scratch_free(void *p) {
-    sme_scratch *s = p;
-    free(s->buf);
-    free(s);
-}
-
-static void scratch_key_make(void) { scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
-
-static sme_scratch *scratch_get(size_t bytes) {
-    pthread_once(&scratch_once, scratch_key_make);
-    if (!scratch_key_ok) return NULL;
-    sme_scratch *s = pthread_getspecific(scratch_key);
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return NULL;
-        if (pthread_setspecific(scratch_key, s) != 0) { free(s); return NULL; }
-    }
-    if (s->cap < bytes) {
-        free(s->buf);
-        size_t cap = (bytes + 4095) & ~(size_t)4095;
-        s->buf = aligned_alloc(64, cap);
-        s->cap = s->buf ? cap : 0;
-        s->id = 0;
-    }
-    return s->buf ? s : NULL;
-}
+static thread_scratch_slot scratch_slot;
 
 /* ---- streaming helpers ------------------------------------------------------ */
 
@@ -445,12 +416,12 @@ static void sme2_rows(const hweight *w, const kern_act *a, float *y, int64_t n0,
         }
         const int tiles = (a->M + 15) / 16;
         const size_t xt_bytes = (size_t)tiles * (size_t)(a->n_in / QK) * 512;
-        sme_scratch *sc = scratch_get(xt_bytes + 16 * 16 * sizeof(float));
+        thread_scratch *sc = thread_scratch_get(&scratch_slot, xt_bytes + 16 * 16 * sizeof(float));
         if (sc) {
             uint8_t *xt = sc->buf;
             /* once per matmul call and thread: the call's rows calls share the activations */
-            if (a->id == 0 || sc->id != a->id) transpose_acts(a, xt, tiles);
-            sc->id = a->id;
+            if (a->id == 0 || sc->tag != a->id) transpose_acts(a, xt, tiles);
+            sc->tag = a->id;
             gemm(&pk, a, xt, (float *)(void *)(xt + xt_bytes), y, w->n_out, pan0, pan1, w->type);
             atomic_fetch_add_explicit(&tile_runs, (uint64_t)((pan1 - pan0) * tiles), memory_order_relaxed);
             return;
